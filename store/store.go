@@ -1,0 +1,110 @@
+// Package store owns everything refundd keeps in PostgreSQL: users and grants,
+// orders, runs and their ordered event logs, snapshots, the operation ledger,
+// retention, and the LISTEN/NOTIFY plumbing. It is plain SQL over sqlx.
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // the PostgreSQL driver
+	"github.com/pressly/goose/v3"
+
+	"github.com/refundd/refundd/migrations"
+)
+
+// ErrNotFound is returned when a row the caller asked for does not exist (or
+// is not visible to them).
+var ErrNotFound = errors.New("store: not found")
+
+// Store is refundd's one handle on PostgreSQL.
+type Store struct {
+	db  *sqlx.DB
+	url string
+}
+
+// Open connects to the database at url and checks it answers.
+func Open(ctx context.Context, url string) (*Store, error) {
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	db.SetMaxOpenConns(16)
+	db.SetMaxIdleConns(8)
+	db.SetConnMaxIdleTime(5 * time.Minute)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: connect: %w", err)
+	}
+	return &Store{db: db, url: url}, nil
+}
+
+// New wraps an already open database (tests use it with a cloned database).
+func New(db *sqlx.DB, url string) *Store { return &Store{db: db, url: url} }
+
+// Close closes the pool.
+func (s *Store) Close() error { return s.db.Close() }
+
+// DB exposes the pool for tests and tools that read rows directly.
+func (s *Store) DB() *sqlx.DB { return s.db }
+
+func newMigrator(db *sql.DB) (*goose.Provider, error) {
+	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)
+	if err != nil {
+		return nil, fmt.Errorf("store: migrations: %w", err)
+	}
+	return p, nil
+}
+
+// Migrate applies every embedded migration that has not been applied yet.
+func Migrate(ctx context.Context, db *sql.DB) error {
+	p, err := newMigrator(db)
+	if err != nil {
+		return err
+	}
+	if _, err := p.Up(ctx); err != nil {
+		return fmt.Errorf("store: migrate: %w", err)
+	}
+	return nil
+}
+
+// Migrate applies pending migrations to this store's database.
+func (s *Store) Migrate(ctx context.Context) error { return Migrate(ctx, s.db.DB) }
+
+// Ready reports whether the database answers and every migration is applied.
+func (s *Store) Ready(ctx context.Context) error {
+	p, err := newMigrator(s.db.DB)
+	if err != nil {
+		return err
+	}
+	pending, err := p.HasPending(ctx)
+	if err != nil {
+		return fmt.Errorf("store: ready: %w", err)
+	}
+	if pending {
+		return errors.New("store: ready: migrations pending")
+	}
+	return nil
+}
+
+// inTx runs fn in one transaction, committing when it returns nil.
+func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		return fmt.Errorf("store: begin: %w", err)
+	}
+	if err := fn(tx); err != nil {
+		_ = tx.Rollback()
+		return err
+	}
+	if err := tx.Commit(); err != nil {
+		return fmt.Errorf("store: commit: %w", err)
+	}
+	return nil
+}

@@ -1,0 +1,77 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"os"
+	"testing"
+
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+
+func TestSeedDemo_Idempotent(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.MustOpen(t)
+	if err := s.Ready(ctx); err != nil {
+		t.Fatalf("Ready: %v", err)
+	}
+	for i := 0; i < 2; i++ {
+		if err := s.SeedDemo(ctx); err != nil {
+			t.Fatalf("SeedDemo #%d: %v", i+1, err)
+		}
+	}
+	var users, orders int
+	if err := s.DB().GetContext(ctx, &users, `SELECT count(*) FROM users`); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.DB().GetContext(ctx, &orders, `SELECT count(*) FROM orders`); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := users, len(store.DemoUsers); got != want {
+		t.Errorf("users = %d, want %d", got, want)
+	}
+	if got, want := orders, 5; got != want {
+		t.Errorf("orders = %d, want %d", got, want)
+	}
+}
+
+func TestAuthenticate(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := storetest.MustOpen(t)
+	if err := s.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	u, err := s.Authenticate(ctx, "Customer@Example.com ", store.DemoPassword)
+	if err != nil {
+		t.Fatalf("Authenticate: %v", err)
+	}
+	if got, want := u.Role, store.RoleCustomer; got != want {
+		t.Errorf("role = %q, want %q", got, want)
+	}
+	if !u.Has(store.GrantRefundAccess) {
+		t.Errorf("grants = %v, want %s", u.Grants, store.GrantRefundAccess)
+	}
+	for name, tc := range map[string][2]string{
+		"wrong password": {"customer@example.com", "nope"},
+		"unknown email":  {"nobody@example.com", "demo"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			if _, err := s.Authenticate(ctx, tc[0], tc[1]); !errors.Is(err, store.ErrBadCredentials) {
+				t.Errorf("err = %v, want ErrBadCredentials", err)
+			}
+		})
+	}
+	t.Run("disabled user", func(t *testing.T) {
+		if _, err := s.DB().ExecContext(ctx, `UPDATE users SET disabled_at = now() WHERE id = $1`, u.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.Authenticate(ctx, u.Email, store.DemoPassword); !errors.Is(err, store.ErrBadCredentials) {
+			t.Errorf("err = %v, want ErrBadCredentials", err)
+		}
+	})
+}

@@ -1,0 +1,125 @@
+// Package storetest gives tests a real, private PostgreSQL: one throwaway
+// cluster per test process on tmpfs, a migrated template database, and a
+// fresh clone of it for every test (through pgtestdb), so tests can run in
+// parallel and never see each other's rows.
+package storetest
+
+import (
+	"context"
+	"crypto/sha256"
+	"database/sql"
+	"encoding/hex"
+	"fmt"
+	"io/fs"
+	"net/url"
+	"os"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/peterldowns/pgtestdb"
+
+	"github.com/refundd/refundd/migrations"
+	"github.com/refundd/refundd/store"
+)
+
+var (
+	once    sync.Once
+	cluster *store.Cluster
+	dataDir string
+	initErr error
+)
+
+// Main runs a package's tests and removes the cluster afterwards. Use it as
+//
+//	func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+func Main(m *testing.M) int {
+	code := m.Run()
+	if cluster != nil {
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		defer cancel()
+		if err := cluster.Stop(ctx); err != nil {
+			fmt.Fprintln(os.Stderr, "storetest:", err)
+		}
+		os.RemoveAll(dataDir)
+	}
+	return code
+}
+
+func start() {
+	base := "/dev/shm"
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
+		base = os.TempDir()
+	}
+	dataDir, initErr = os.MkdirTemp(base, "refundd-test-")
+	if initErr != nil {
+		return
+	}
+	// The postgres user must be able to reach the cluster below it.
+	if initErr = os.Chmod(dataDir, 0o755); initErr != nil {
+		return
+	}
+	cluster, initErr = store.NewCluster(dataDir, 5432)
+	if initErr != nil {
+		return
+	}
+	cluster.Fast = true
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	_, initErr = cluster.Start(ctx)
+}
+
+// URL returns the connection string of a fresh, migrated database that is
+// dropped when the test ends.
+func URL(tb testing.TB) string {
+	tb.Helper()
+	once.Do(start)
+	if initErr != nil {
+		tb.Fatalf("storetest: start PostgreSQL: %v", initErr)
+	}
+	conf := pgtestdb.Config{
+		DriverName: "postgres",
+		User:       "postgres",
+		Password:   "unused",
+		Database:   "postgres",
+		Options:    fmt.Sprintf("host=%s&port=%d&sslmode=disable", url.QueryEscape(cluster.SocketDir), cluster.Port),
+		// Crash tests kill processes that leave connections behind.
+		ForceTerminateConnections: true,
+	}
+	return pgtestdb.Custom(tb, conf, migrator{}).URL()
+}
+
+// MustOpen returns a Store over a fresh, migrated database.
+func MustOpen(tb testing.TB) *store.Store {
+	tb.Helper()
+	u := URL(tb)
+	db, err := sqlx.Open("postgres", u)
+	if err != nil {
+		tb.Fatalf("storetest: open: %v", err)
+	}
+	tb.Cleanup(func() { db.Close() })
+	return store.New(db, u)
+}
+
+// migrator builds pgtestdb's template with refundd's goose migrations.
+type migrator struct{}
+
+func (migrator) Hash() (string, error) {
+	h := sha256.New()
+	err := fs.WalkDir(migrations.FS, ".", func(path string, d fs.DirEntry, err error) error {
+		if err != nil || d.IsDir() {
+			return err
+		}
+		b, err := fs.ReadFile(migrations.FS, path)
+		h.Write([]byte(path + "\x00" + strconv.Itoa(len(b)) + "\x00"))
+		h.Write(b)
+		return err
+	})
+	return hex.EncodeToString(h.Sum(nil))[:16], err
+}
+
+func (migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
+	return store.Migrate(ctx, db)
+}

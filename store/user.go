@@ -1,0 +1,142 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"golang.org/x/crypto/bcrypt"
+)
+
+// Roles a user can have.
+const (
+	RoleCustomer = "customer"
+	RoleApprover = "approver"
+	RoleSupport  = "support"
+	RoleAdmin    = "admin"
+)
+
+// GrantRefundAccess lets a customer start refunds and see their transcripts.
+const GrantRefundAccess = "refund_access"
+
+// User is a person who can log in.
+type User struct {
+	ID           int64        `db:"id"`
+	Email        string       `db:"email"`
+	Name         string       `db:"name"`
+	Role         string       `db:"role"`
+	PasswordHash string       `db:"password_hash" json:"-"`
+	DisabledAt   sql.NullTime `db:"disabled_at"`
+	CreatedAt    time.Time    `db:"created_at"`
+	Grants       []string     `db:"-"`
+}
+
+// Disabled reports whether the user may no longer log in.
+func (u *User) Disabled() bool { return u.DisabledAt.Valid }
+
+// Has reports whether the user holds the named grant.
+func (u *User) Has(grant string) bool {
+	for _, g := range u.Grants {
+		if g == grant {
+			return true
+		}
+	}
+	return false
+}
+
+// ErrBadCredentials is the one answer to a failed login, whatever failed.
+var ErrBadCredentials = errors.New("store: wrong email or password")
+
+const userColumns = `id, email, name, role, password_hash, disabled_at, created_at`
+
+// UserByID loads a user and their current grants.
+func (s *Store) UserByID(ctx context.Context, id int64) (*User, error) {
+	return s.loadUser(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+}
+
+// UserByEmail loads a user by email, case-insensitively.
+func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
+	return s.loadUser(ctx, `SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email))
+}
+
+func (s *Store) loadUser(ctx context.Context, query string, arg any) (*User, error) {
+	var u User
+	if err := s.db.GetContext(ctx, &u, query, arg); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("store: load user: %w", err)
+	}
+	if err := s.db.SelectContext(ctx, &u.Grants, `SELECT name FROM grants WHERE user_id = $1 ORDER BY name`, u.ID); err != nil {
+		return nil, fmt.Errorf("store: load grants: %w", err)
+	}
+	return &u, nil
+}
+
+// Authenticate checks an email and password. Every failure, including a
+// disabled account, is ErrBadCredentials so the answer reveals nothing.
+func (s *Store) Authenticate(ctx context.Context, email, password string) (*User, error) {
+	u, err := s.UserByEmail(ctx, email)
+	if errors.Is(err, ErrNotFound) {
+		// Spend the same time as a real check so timing reveals nothing.
+		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
+		return nil, ErrBadCredentials
+	}
+	if err != nil {
+		return nil, err
+	}
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil || u.Disabled() {
+		return nil, ErrBadCredentials
+	}
+	return u, nil
+}
+
+var dummyHash, _ = bcrypt.GenerateFromPassword([]byte("no such user"), bcrypt.DefaultCost)
+
+// CreateUser adds a user with a bcrypt-hashed password and the given grants.
+func (s *Store) CreateUser(ctx context.Context, email, name, role, password string, grants ...string) (*User, error) {
+	hash, err := bcrypt.GenerateFromPassword([]byte(password), bcrypt.DefaultCost)
+	if err != nil {
+		return nil, fmt.Errorf("store: hash password: %w", err)
+	}
+	var id int64
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if err := tx.GetContext(ctx, &id,
+			`INSERT INTO users (email, name, role, password_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
+			strings.TrimSpace(email), name, role, string(hash)); err != nil {
+			return fmt.Errorf("store: create user: %w", err)
+		}
+		for _, g := range grants {
+			if _, err := tx.ExecContext(ctx, `INSERT INTO grants (user_id, name) VALUES ($1, $2)`, id, g); err != nil {
+				return fmt.Errorf("store: create grant: %w", err)
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return s.UserByID(ctx, id)
+}
+
+// SetGrant gives (on=true) or takes away a grant, and notifies live streams
+// so they re-check what the user may see.
+func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on bool) error {
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		q := `DELETE FROM grants WHERE user_id = $1 AND name = $2`
+		if on {
+			q = `INSERT INTO grants (user_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
+		}
+		if _, err := tx.ExecContext(ctx, q, userID, grant); err != nil {
+			return fmt.Errorf("store: set grant: %w", err)
+		}
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
+			return fmt.Errorf("store: notify grant: %w", err)
+		}
+		return nil
+	})
+}
