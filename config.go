@@ -1,0 +1,122 @@
+package main
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Config is everything refundd reads from its environment. It is built once,
+// at start, by LoadConfig and passed explicitly from there on.
+type Config struct {
+	DatabaseURL  string        // DATABASE_URL; empty means the private cluster under DataDir
+	DataDir      string        // DATA_DIR
+	Addr         string        // ADDR: where the web server listens
+	ProviderAddr string        // PROVIDER_ADDR: where the simulated provider listens
+	ProviderURL  string        // PROVIDER_URL: where workers reach a provider
+	SessionKey   string        // SESSION_KEY: secret the session cookie keys derive from
+	CookieSecure bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
+	ReplayWindow time.Duration // REPLAY_WINDOW: how long presentation events are kept
+
+	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
+	ModelName    string // MODEL_NAME
+	ModelAPIKey  string // MODEL_API_KEY
+
+	LogLevel  slog.Level // LOG_LEVEL: debug, info, warn or error
+	LogFormat string     // LOG_FORMAT: text or json
+}
+
+// minSessionKey is the shortest SESSION_KEY accepted: the cookie's signing
+// and encryption keys are derived from it, so it must carry real entropy.
+const minSessionKey = 32
+
+// LoadConfig reads and validates the environment through getenv. Every
+// problem found is reported, joined into one line.
+func LoadConfig(getenv func(string) string) (Config, error) {
+	env := func(name string) string { return strings.TrimSpace(getenv(name)) }
+	c := Config{
+		DatabaseURL:  env("DATABASE_URL"),
+		DataDir:      cmp.Or(env("DATA_DIR"), "./.data"),
+		Addr:         cmp.Or(env("ADDR"), "127.0.0.1:8080"),
+		ProviderAddr: cmp.Or(env("PROVIDER_ADDR"), "127.0.0.1:8081"),
+		ProviderURL:  env("PROVIDER_URL"),
+		// Not trimmed: a key is used exactly as given.
+		SessionKey:   getenv("SESSION_KEY"),
+		ModelBaseURL: env("MODEL_BASE_URL"),
+		ModelName:    env("MODEL_NAME"),
+		ModelAPIKey:  env("MODEL_API_KEY"),
+		LogFormat:    strings.ToLower(cmp.Or(env("LOG_FORMAT"), "text")),
+	}
+	var errs []string
+	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+
+	if c.DatabaseURL != "" {
+		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
+			bad("DATABASE_URL must be a postgres:// URL")
+		}
+	}
+	for _, a := range []struct{ name, value string }{{"ADDR", c.Addr}, {"PROVIDER_ADDR", c.ProviderAddr}} {
+		if _, port, err := net.SplitHostPort(a.value); err != nil || !validPort(port) {
+			bad("%s must be host:port, got %q", a.name, a.value)
+		}
+	}
+	if c.ProviderURL == "" {
+		c.ProviderURL = "http://" + c.ProviderAddr
+	} else if !httpURL(c.ProviderURL) {
+		bad("PROVIDER_URL must be an http:// or https:// URL, got %q", c.ProviderURL)
+	}
+	if c.SessionKey != "" && len(c.SessionKey) < minSessionKey {
+		// Never echo the key itself.
+		bad("SESSION_KEY must be at least %d characters, got %d", minSessionKey, len(c.SessionKey))
+	}
+	if v := env("COOKIE_SECURE"); v != "" {
+		b, err := strconv.ParseBool(v)
+		if err != nil {
+			bad("COOKIE_SECURE must be true or false, got %q", v)
+		}
+		c.CookieSecure = b
+	}
+	c.ReplayWindow = 15 * time.Minute
+	if v := env("REPLAY_WINDOW"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			bad("REPLAY_WINDOW must be a positive duration such as 15m, got %q", v)
+		}
+		c.ReplayWindow = d
+	}
+	switch {
+	case c.ModelBaseURL == "" && c.ModelName == "":
+	case c.ModelBaseURL == "" || c.ModelName == "":
+		bad("MODEL_BASE_URL and MODEL_NAME must be set together")
+	case !httpURL(c.ModelBaseURL):
+		bad("MODEL_BASE_URL must be an http:// or https:// URL, got %q", c.ModelBaseURL)
+	}
+	if v := env("LOG_LEVEL"); v != "" {
+		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
+			bad("LOG_LEVEL must be debug, info, warn or error, got %q", v)
+		}
+	}
+	if c.LogFormat != "text" && c.LogFormat != "json" {
+		bad("LOG_FORMAT must be text or json, got %q", c.LogFormat)
+	}
+	if len(errs) > 0 {
+		return c, errors.New("config: " + strings.Join(errs, "; "))
+	}
+	return c, nil
+}
+
+func validPort(p string) bool {
+	n, err := strconv.Atoi(p)
+	return err == nil && n >= 0 && n <= 65535
+}
+
+func httpURL(s string) bool {
+	u, err := url.Parse(s)
+	return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+}
