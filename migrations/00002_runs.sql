@@ -70,7 +70,7 @@ CREATE TABLE approvals (
     id           BIGSERIAL PRIMARY KEY,
     run_id       UUID NOT NULL UNIQUE REFERENCES runs (id),
     requested_at TIMESTAMPTZ NOT NULL DEFAULT now(),
-    decision     TEXT CHECK (decision IN ('approved', 'rejected')),
+    decision     TEXT CHECK (decision IN ('approved')),
     decided_by   BIGINT REFERENCES users (id),
     decided_at   TIMESTAMPTZ,
     CHECK ((decision IS NULL) = (decided_at IS NULL))

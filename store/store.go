@@ -51,6 +51,10 @@ func New(db *sqlx.DB, url string) *Store { return &Store{db: db, url: url} }
 // Close closes the pool.
 func (s *Store) Close() error { return s.db.Close() }
 
+// URL is the connection string the store was opened with; a Listener needs
+// it for its own connection.
+func (s *Store) URL() string { return s.url }
+
 // DB exposes the pool for tests and tools that read rows directly.
 func (s *Store) DB() *sqlx.DB { return s.db }
 

@@ -1,0 +1,197 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+)
+
+// Event classes: business events are audit history and stay; presentation
+// events (the model's narration) are kept only for the replay window.
+const (
+	ClassBusiness     = "business"
+	ClassPresentation = "presentation"
+)
+
+// Event types.
+const (
+	EventRunCreated          = "run.created"
+	EventRunPlanning         = "run.planning"
+	EventActionProposed      = "action.proposed"
+	EventApprovalRequested   = "approval.requested"
+	EventApprovalGranted     = "approval.granted"
+	EventCancelRequested     = "cancel.requested"
+	EventCancelTooLate       = "cancel.too_late"
+	EventOperationSubmitted  = "operation.submitted"
+	EventOperationSucceeded  = "operation.succeeded"
+	EventOperationFailed     = "operation.failed"
+	EventOperationReconciling = "operation.reconciling"
+	EventMessageFinal        = "message.final"
+	EventRunCompleted        = "run.completed"
+	EventRunFailed           = "run.failed"
+	EventRunCanceled         = "run.canceled"
+	EventNarrationDelta      = "narration.delta"
+)
+
+// ClassOf tells an event type's retention class. Only narration is
+// presentation; everything else is business history.
+func ClassOf(typ string) string {
+	if typ == EventNarrationDelta {
+		return ClassPresentation
+	}
+	return ClassBusiness
+}
+
+// Event is one committed entry of a run's ordered log.
+type Event struct {
+	RunID     uuid.UUID       `db:"run_id" json:"run_id"`
+	Seq       int64           `db:"seq" json:"seq"`
+	EventID   uuid.UUID       `db:"event_id" json:"event_id"`
+	Type      string          `db:"type" json:"type"`
+	Class     string          `db:"class" json:"class"`
+	Payload   json.RawMessage `db:"payload" json:"payload"`
+	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+}
+
+// NewEvent is an event to append; its class follows from its type.
+type NewEvent struct {
+	Type    string
+	Payload any // marshalled to JSON; nil means {}
+}
+
+const eventColumns = `run_id, seq, event_id, type, class, payload, created_at`
+
+// appendEvents allocates the next seqs under the run's row lock and inserts
+// the events, then queues a NOTIFY that PostgreSQL delivers at commit. It
+// must run inside the transaction that makes the state change the events
+// record. Because the row lock is held until commit, one run's events commit
+// in seq order: a reader asking for seq > cursor never skips a later commit.
+func appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
+	if len(evs) == 0 {
+		return nil, nil
+	}
+	types := make([]string, len(evs))
+	classes := make([]string, len(evs))
+	ids := make([]string, len(evs))
+	payloads := make([]string, len(evs))
+	for i, e := range evs {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("store: event id: %w", err)
+		}
+		p := []byte("{}")
+		if e.Payload != nil {
+			if p, err = json.Marshal(e.Payload); err != nil {
+				return nil, fmt.Errorf("store: event payload %s: %w", e.Type, err)
+			}
+		}
+		types[i], classes[i], ids[i], payloads[i] = e.Type, ClassOf(e.Type), id.String(), string(p)
+	}
+	// One statement: bump last_seq under the row lock, insert the events
+	// numbered below it, and notify with the highest seq.
+	var out []Event
+	err := tx.SelectContext(ctx, &out, `
+WITH bump AS (
+    UPDATE runs SET last_seq = last_seq + $2, updated_at = now()
+    WHERE id = $1
+    RETURNING last_seq
+), ins AS (
+    INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
+    SELECT $1, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
+    FROM bump, unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
+        AS e(event_id, type, class, payload, ord)
+    RETURNING `+eventColumns+`
+), note AS (
+    SELECT pg_notify($7, $1::text || ':' || (SELECT last_seq FROM bump))
+)
+SELECT ins.* FROM ins, note ORDER BY seq`,
+		runID, len(evs), pq.Array(ids), pq.Array(types), pq.Array(classes), pq.Array(payloads), ChannelEvents)
+	if err != nil {
+		return nil, fmt.Errorf("store: append event: %w", err)
+	}
+	if len(out) != len(evs) {
+		return nil, fmt.Errorf("store: append event: run %s: %w", runID, ErrNotFound)
+	}
+	return out, nil
+}
+
+// Append commits events to a run's log in a transaction of their own. It is
+// for events that change no other state, such as narration.
+func (s *Store) Append(ctx context.Context, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
+	var out []Event
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var err error
+		out, err = appendEvents(ctx, tx, runID, evs...)
+		return err
+	})
+	return out, err
+}
+
+// MaxPage bounds one read of the log.
+const MaxPage = 1000
+
+// EventsAfter returns up to limit events with seq > cursor, in order, read
+// in one statement together with the run's bounds so the answer is
+// consistent. A cursor below the replay floor is ErrCursorExpired (events
+// after it may have been pruned); a negative cursor or one above last_seq is
+// ErrCursorInvalid. Either way the caller should fall back to a snapshot.
+func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, limit int) ([]Event, error) {
+	if limit <= 0 || limit > MaxPage {
+		limit = MaxPage
+	}
+	type row struct {
+		LastSeq     int64            `db:"last_seq"`
+		ReplayFloor int64            `db:"replay_floor"`
+		RunID       *uuid.UUID       `db:"run_id"`
+		Seq         *int64           `db:"seq"`
+		EventID     *uuid.UUID       `db:"event_id"`
+		Type        *string          `db:"type"`
+		Class       *string          `db:"class"`
+		Payload     *json.RawMessage `db:"payload"`
+		CreatedAt   *time.Time       `db:"created_at"`
+	}
+	var rows []row
+	err := s.db.SelectContext(ctx, &rows, `
+SELECT r.last_seq, r.replay_floor, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
+FROM runs r
+LEFT JOIN LATERAL (
+    SELECT `+eventColumns+` FROM run_events
+    WHERE run_id = r.id AND seq > $2
+    ORDER BY seq LIMIT $3
+) e ON true
+WHERE r.id = $1
+ORDER BY e.seq`, runID, cursor, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: events after: %w", err)
+	}
+	if len(rows) == 0 {
+		return nil, ErrNotFound
+	}
+	if err := checkCursor(cursor, rows[0].LastSeq, rows[0].ReplayFloor); err != nil {
+		return nil, err
+	}
+	out := make([]Event, 0, len(rows))
+	for _, r := range rows {
+		if r.Seq == nil {
+			continue
+		}
+		out = append(out, Event{RunID: *r.RunID, Seq: *r.Seq, EventID: *r.EventID, Type: *r.Type,
+			Class: *r.Class, Payload: *r.Payload, CreatedAt: *r.CreatedAt})
+	}
+	return out, nil
+}
+
+func checkCursor(cursor, lastSeq, floor int64) error {
+	switch {
+	case cursor < 0 || cursor > lastSeq:
+		return Errorf(CodeCursorInvalid, "cursor %d is outside this run's log (0..%d)", cursor, lastSeq)
+	case cursor < floor:
+		return Errorf(CodeCursorExpired, "events after %d are no longer kept (history starts after %d)", cursor, floor)
+	}
+	return nil
+}

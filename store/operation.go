@@ -1,0 +1,168 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+)
+
+// Operation states in the ledger.
+const (
+	OpSubmitted   = "submitted"
+	OpSucceeded   = "succeeded"
+	OpFailed      = "failed"
+	OpReconciling = "reconciling"
+)
+
+// Operation is one external effect in the ledger. Its ID is the payment
+// provider's idempotency key: every call about it carries that ID.
+type Operation struct {
+	ID          uuid.UUID      `db:"id" json:"id"`
+	RunID       uuid.UUID      `db:"run_id" json:"-"`
+	OrderID     int64          `db:"order_id" json:"-"`
+	Kind        string         `db:"kind" json:"kind"`
+	Amount      int64          `db:"amount" json:"amount"`
+	Currency    string         `db:"currency" json:"currency"`
+	State       string         `db:"state" json:"state"`
+	ProviderRef sql.NullString `db:"provider_ref" json:"-"`
+	Attempts    int            `db:"attempts" json:"attempts"`
+	LastError   string         `db:"last_error" json:"-"`
+	CreatedAt   time.Time      `db:"created_at" json:"created_at"`
+	UpdatedAt   time.Time      `db:"updated_at" json:"updated_at"`
+}
+
+const operationColumns = `id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts,
+    last_error, created_at, updated_at`
+
+// SubmitOperation records the intent to refund the run's amount before the
+// provider is called: a submitted ledger row and operation.submitted, with
+// the run in submitting. It happens once per run: a second call returns the
+// existing operation and ErrAlreadyDone. Under the order's row lock it
+// refuses an operation that would take the order's refunds past what was
+// paid, whatever other runs do at the same time.
+func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operation, error) {
+	var op Operation
+	_, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+		err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE run_id = $1 AND kind = 'refund'`, r.ID)
+		if err == nil {
+			return "", nil, ErrAlreadyDone
+		}
+		if !errors.Is(err, sql.ErrNoRows) {
+			return "", nil, fmt.Errorf("store: load operation: %w", err)
+		}
+		if Terminal(r.State) {
+			return "", nil, Errorf(CodeConflict, "the run has already %s", r.State)
+		}
+		var paid, committed int64
+		if err := tx.QueryRowxContext(ctx, `SELECT o.amount, COALESCE((SELECT sum(amount) FROM operations
+            WHERE order_id = o.id AND state <> 'failed'), 0) FROM orders o WHERE o.id = $1 FOR UPDATE OF o`,
+			r.OrderID).Scan(&paid, &committed); err != nil {
+			return "", nil, fmt.Errorf("store: lock order: %w", err)
+		}
+		if committed+r.Amount > paid {
+			return "", nil, Errorf(CodeConflict, "refunding %s would take this order's refunds past the %s paid",
+				FormatMoney(r.Amount, r.Currency), FormatMoney(paid, r.Currency))
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return "", nil, fmt.Errorf("store: operation id: %w", err)
+		}
+		if err := tx.GetContext(ctx, &op, `INSERT INTO operations (id, run_id, order_id, kind, amount, currency, state)
+            VALUES ($1, $2, $3, 'refund', $4, $5, 'submitted') RETURNING `+operationColumns,
+			id, r.ID, r.OrderID, r.Amount, r.Currency); err != nil {
+			return "", nil, fmt.Errorf("store: create operation: %w", err)
+		}
+		return StateSubmitting, []NewEvent{{Type: EventOperationSubmitted, Payload: map[string]any{
+			"operation_id": op.ID, "amount": op.Amount, "currency": op.Currency,
+		}}}, nil
+	})
+	if err != nil && !errors.Is(err, ErrAlreadyDone) {
+		return nil, err
+	}
+	return &op, err
+}
+
+// Outcome is what became known about an operation.
+type Outcome struct {
+	State       string // succeeded, failed or reconciling
+	ProviderRef string // required for succeeded
+	Reason      string // why it failed, or why we are reconciling
+}
+
+// RecordOutcome commits what became known about an operation with its
+// event: operation.succeeded, operation.failed or operation.reconciling (the
+// run moves to reconciling). A succeeded or failed operation is final:
+// recording an outcome again returns ErrAlreadyDone and changes nothing, as
+// does reporting reconciling twice in a row (only the attempt count grows).
+func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) (*Operation, error) {
+	var runID uuid.UUID
+	if err := s.db.GetContext(ctx, &runID, `SELECT run_id FROM operations WHERE id = $1`, opID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return nil, ErrNotFound
+		}
+		return nil, fmt.Errorf("store: load operation: %w", err)
+	}
+	var op Operation
+	_, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+		if err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, opID); err != nil {
+			return "", nil, fmt.Errorf("store: load operation: %w", err)
+		}
+		if op.State == OpSucceeded || op.State == OpFailed {
+			return "", nil, ErrAlreadyDone
+		}
+		prevState := op.State
+		payload := map[string]any{"operation_id": op.ID, "amount": op.Amount, "currency": op.Currency}
+		var ref sql.NullString
+		newState := ""
+		switch out.State {
+		case OpSucceeded:
+			if out.ProviderRef == "" {
+				return "", nil, errors.New("store: record outcome: a success needs the provider's reference")
+			}
+			ref = sql.NullString{String: out.ProviderRef, Valid: true}
+			payload["provider_ref"] = out.ProviderRef
+		case OpFailed:
+			payload["reason"] = out.Reason
+		case OpReconciling:
+			payload["reason"] = out.Reason
+			newState = StateReconciling
+		default:
+			return "", nil, fmt.Errorf("store: record outcome: unknown state %q", out.State)
+		}
+		if err := tx.GetContext(ctx, &op, `UPDATE operations SET state = $2, provider_ref = COALESCE($3, provider_ref),
+            last_error = $4, attempts = attempts + 1, updated_at = now() WHERE id = $1 RETURNING `+operationColumns,
+			op.ID, out.State, ref, out.Reason); err != nil {
+			return "", nil, fmt.Errorf("store: record outcome: %w", err)
+		}
+		if out.State == OpReconciling && prevState == OpReconciling {
+			// Still unknown: no new fact for the log.
+			return "", nil, nil
+		}
+		if Terminal(r.State) {
+			newState = ""
+		}
+		return newState, []NewEvent{{Type: "operation." + out.State, Payload: payload}}, nil
+	})
+	if err != nil && !errors.Is(err, ErrAlreadyDone) {
+		return nil, err
+	}
+	return &op, err
+}
+
+// OperationsByRun lists a run's ledger rows.
+func (s *Store) OperationsByRun(ctx context.Context, runID uuid.UUID) ([]Operation, error) {
+	return operationsByRun(ctx, s.db, runID)
+}
+
+func operationsByRun(ctx context.Context, q sqlx.QueryerContext, runID uuid.UUID) ([]Operation, error) {
+	ops := []Operation{}
+	if err := sqlx.SelectContext(ctx, q, &ops, `SELECT `+operationColumns+` FROM operations WHERE run_id = $1 ORDER BY created_at`, runID); err != nil {
+		return nil, fmt.Errorf("store: list operations: %w", err)
+	}
+	return ops, nil
+}

@@ -1,0 +1,282 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+	"unicode/utf8"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+)
+
+// Run states. The last three are terminal.
+const (
+	StateCreated          = "created"
+	StatePlanning         = "planning"
+	StateAwaitingApproval = "awaiting_approval"
+	StateSubmitting       = "submitting"
+	StateReconciling      = "reconciling"
+	StateCompleted        = "completed"
+	StateFailed           = "failed"
+	StateCanceled         = "canceled"
+)
+
+// Terminal reports whether a run in this state is finished for good.
+func Terminal(state string) bool {
+	return state == StateCompleted || state == StateFailed || state == StateCanceled
+}
+
+// Run is one refund request and the agent's work on it.
+type Run struct {
+	ID                uuid.UUID    `db:"id" json:"id"`
+	OwnerID           int64        `db:"owner_id" json:"owner_id"`
+	OrderID           int64        `db:"order_id" json:"order_id"`
+	Amount            int64        `db:"amount" json:"amount"`
+	Currency          string       `db:"currency" json:"currency"`
+	Reason            string       `db:"reason" json:"reason"`
+	ClientRequestID   string       `db:"client_request_id" json:"-"`
+	State             string       `db:"state" json:"state"`
+	LastSeq           int64        `db:"last_seq" json:"last_seq"`
+	ReplayFloor       int64        `db:"replay_floor" json:"replay_floor"`
+	CancelRequestedAt sql.NullTime `db:"cancel_requested_at" json:"-"`
+	NextAttemptAt     time.Time    `db:"next_attempt_at" json:"-"`
+	CreatedAt         time.Time    `db:"created_at" json:"created_at"`
+	UpdatedAt         time.Time    `db:"updated_at" json:"updated_at"`
+	FinishedAt        sql.NullTime `db:"finished_at" json:"-"`
+}
+
+// CancelRequested reports whether someone asked to cancel the run.
+func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
+
+const runColumns = `id, owner_id, order_id, amount, currency, reason, client_request_id, state,
+    last_seq, replay_floor, cancel_requested_at, next_attempt_at, created_at, updated_at, finished_at`
+
+// Limits on what a start request may carry.
+const (
+	MaxReasonLen    = 2000
+	MaxRequestIDLen = 200
+)
+
+// StartRequest is what a customer asks for.
+type StartRequest struct {
+	OwnerID         int64
+	ClientRequestID string
+	OrderID         int64
+	Amount          int64 // minor units
+	Reason          string
+}
+
+// Validate checks what can be checked without the database.
+func (r *StartRequest) Validate() error {
+	r.Reason = strings.TrimSpace(r.Reason)
+	r.ClientRequestID = strings.TrimSpace(r.ClientRequestID)
+	switch {
+	case r.ClientRequestID == "":
+		return Errorf(CodeInvalid, "the request has no client request ID")
+	case len(r.ClientRequestID) > MaxRequestIDLen:
+		return Errorf(CodeInvalid, "the client request ID is longer than %d characters", MaxRequestIDLen)
+	case r.OrderID <= 0:
+		return Errorf(CodeInvalid, "choose an order")
+	case r.Amount <= 0:
+		return Errorf(CodeInvalid, "the amount must be more than zero")
+	case r.Reason == "":
+		return Errorf(CodeInvalid, "say why you want a refund")
+	case utf8.RuneCountInString(r.Reason) > MaxReasonLen:
+		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxReasonLen)
+	}
+	return nil
+}
+
+// StartRun creates a run, or returns the one this owner already created with
+// the same client request ID (created=false). The same ID with different
+// parameters is ErrIdempotencyConflict. Starts on one order are serialized by
+// the order's row lock, so racing runs can never reserve more than was paid.
+func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, created bool, err error) {
+	if err := req.Validate(); err != nil {
+		return nil, false, err
+	}
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if run, err = existingRun(ctx, tx, req); run != nil || err != nil {
+			return err
+		}
+		var o Order
+		err := tx.GetContext(ctx, &o, `SELECT id, customer_id, amount, currency FROM orders WHERE id = $1 FOR UPDATE`, req.OrderID)
+		if errors.Is(err, sql.ErrNoRows) || (err == nil && o.CustomerID != req.OwnerID) {
+			// Someone else's order is answered like a missing one.
+			return Errorf(CodeInvalid, "there is no order %d among your orders", req.OrderID)
+		}
+		if err != nil {
+			return fmt.Errorf("store: lock order: %w", err)
+		}
+		// A racing start with the same ID may have committed while we
+		// waited for the order's lock.
+		if run, err = existingRun(ctx, tx, req); run != nil || err != nil {
+			return err
+		}
+		var reserved int64
+		if err := tx.GetContext(ctx, &reserved, `SELECT COALESCE(sum(amount), 0) FROM runs
+            WHERE order_id = $1 AND state NOT IN ('failed', 'canceled')`, o.ID); err != nil {
+			return fmt.Errorf("store: reserved amount: %w", err)
+		}
+		if left := o.Amount - reserved; req.Amount > left {
+			return Errorf(CodeInvalid, "the amount is more than what is still refundable on this order (%s)", FormatMoney(left, o.Currency))
+		}
+		id, err := uuid.NewV7()
+		if err != nil {
+			return fmt.Errorf("store: run id: %w", err)
+		}
+		var r Run
+		err = tx.GetContext(ctx, &r, `
+INSERT INTO runs (id, owner_id, order_id, amount, currency, reason, client_request_id)
+VALUES ($1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (owner_id, client_request_id) DO NOTHING
+RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reason, req.ClientRequestID)
+		if errors.Is(err, sql.ErrNoRows) {
+			// Same ID, another order, committed meanwhile.
+			run, err = existingRun(ctx, tx, req)
+			if err == nil && run == nil {
+				err = errors.New("store: start run: conflicting insert vanished")
+			}
+			return err
+		}
+		if err != nil {
+			return fmt.Errorf("store: start run: %w", err)
+		}
+		evs, err := appendEvents(ctx, tx, r.ID, NewEvent{Type: EventRunCreated, Payload: map[string]any{
+			"order_id": o.ID, "amount": req.Amount, "currency": o.Currency, "reason": req.Reason,
+		}})
+		if err != nil {
+			return err
+		}
+		r.LastSeq = evs[len(evs)-1].Seq
+		run, created = &r, true
+		return nil
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return run, created, nil
+}
+
+// existingRun finds the owner's run with this client request ID. It returns
+// ErrIdempotencyConflict when that run was started with other parameters.
+func existingRun(ctx context.Context, tx *sqlx.Tx, req StartRequest) (*Run, error) {
+	var r Run
+	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2`,
+		req.OwnerID, req.ClientRequestID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: find run by request id: %w", err)
+	}
+	if r.OrderID != req.OrderID || r.Amount != req.Amount || r.Reason != req.Reason {
+		return nil, Errorf(CodeIdempotencyConflict,
+			"this request ID was already used for a different refund request (order %d, %s)", r.OrderID, FormatMoney(r.Amount, r.Currency))
+	}
+	return &r, nil
+}
+
+// RunByID loads a run.
+func (s *Store) RunByID(ctx context.Context, id uuid.UUID) (*Run, error) {
+	return getRun(ctx, s.db, id, false)
+}
+
+// getRun loads a run, locking its row when lock is set (inside a tx).
+func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID, lock bool) (*Run, error) {
+	query := `SELECT ` + runColumns + ` FROM runs WHERE id = $1`
+	if lock {
+		query += ` FOR UPDATE`
+	}
+	var r Run
+	err := sqlx.GetContext(ctx, q, &r, query, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: load run: %w", err)
+	}
+	return &r, nil
+}
+
+// RunsByOwner lists a user's runs, newest first.
+func (s *Store) RunsByOwner(ctx context.Context, ownerID int64, limit int) ([]Run, error) {
+	runs := []Run{}
+	err := s.db.SelectContext(ctx, &runs, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1
+        ORDER BY created_at DESC LIMIT $2`, ownerID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list runs: %w", err)
+	}
+	return runs, nil
+}
+
+// RunsInState lists runs in the given states, oldest first.
+func (s *Store) RunsInState(ctx context.Context, limit int, states ...string) ([]Run, error) {
+	runs := []Run{}
+	query, args, err := sqlx.In(`SELECT `+runColumns+` FROM runs WHERE state IN (?) ORDER BY created_at LIMIT ?`, states, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: list runs: %w", err)
+	}
+	if err := s.db.SelectContext(ctx, &runs, s.db.Rebind(query), args...); err != nil {
+		return nil, fmt.Errorf("store: list runs: %w", err)
+	}
+	return runs, nil
+}
+
+// Mutation is a change to a run made under its row lock. It may write other
+// rows through tx; it returns the run's new state ("" keeps the state) and
+// the events that record the change.
+type Mutation func(tx *sqlx.Tx, r *Run) (newState string, evs []NewEvent, err error)
+
+// Mutate locks the run, applies m, moves the run to the state m returns and
+// appends m's events, all in one transaction. Terminal states are final: a
+// mutation of a finished run that tries to change its state is ErrConflict.
+func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, []Event, error) {
+	var (
+		run *Run
+		out []Event
+	)
+	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+		r, err := getRun(ctx, tx, runID, true)
+		if err != nil {
+			return err
+		}
+		to, evs, err := m(tx, r)
+		if err != nil {
+			return err
+		}
+		if to != "" && to != r.State {
+			if Terminal(r.State) {
+				return Errorf(CodeConflict, "the run has already %s", r.State)
+			}
+			if !slices.Contains(states, to) {
+				return fmt.Errorf("store: unknown run state %q", to)
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2,
+                finished_at = CASE WHEN $3 THEN now() END WHERE id = $1`, r.ID, to, Terminal(to)); err != nil {
+				return fmt.Errorf("store: set run state: %w", err)
+			}
+			r.State = to
+		}
+		if out, err = appendEvents(ctx, tx, r.ID, evs...); err != nil {
+			return err
+		}
+		if len(out) > 0 {
+			r.LastSeq = out[len(out)-1].Seq
+		}
+		run = r
+		return nil
+	})
+	if err != nil {
+		return nil, nil, err
+	}
+	return run, out, nil
+}
+
+var states = []string{StateCreated, StatePlanning, StateAwaitingApproval, StateSubmitting,
+	StateReconciling, StateCompleted, StateFailed, StateCanceled}

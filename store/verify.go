@@ -1,0 +1,76 @@
+package store
+
+import (
+	"context"
+	"fmt"
+)
+
+// invariant is one rule checked over the whole database: a query that
+// returns one human-readable line per violation.
+type invariant struct {
+	name  string
+	query string
+}
+
+var invariants = []invariant{
+	{"contiguous seqs above the replay floor", `
+SELECT format('run %s: %s events above floor %s, want %s (last_seq %s, highest stored %s)',
+              r.id, count(e.seq), r.replay_floor, r.last_seq - r.replay_floor, r.last_seq, max(e.seq))
+FROM runs r LEFT JOIN run_events e ON e.run_id = r.id AND e.seq > r.replay_floor
+GROUP BY r.id
+HAVING count(e.seq) <> r.last_seq - r.replay_floor
+    OR COALESCE(max(e.seq), r.replay_floor) <> r.last_seq`},
+	{"event class follows type", `
+SELECT format('run %s seq %s: %s is %s', run_id, seq, type, class) FROM run_events
+WHERE (type = 'narration.delta') <> (class = 'presentation')`},
+	{"one terminal event per finished run, matching its state", `
+SELECT format('run %s is %s with terminal events [%s]', r.id, r.state, string_agg(e.type, ', '))
+FROM runs r LEFT JOIN run_events e ON e.run_id = r.id
+    AND e.type IN ('run.completed', 'run.failed', 'run.canceled')
+GROUP BY r.id
+HAVING count(e.seq) > 1
+    OR (count(e.seq) = 1 AND min(e.type) <> 'run.' || r.state)
+    OR (count(e.seq) = 0 AND r.state IN ('completed', 'failed', 'canceled')
+        -- the terminal event may be gone only if business history was pruned
+        AND EXISTS (SELECT 1 FROM run_events c WHERE c.run_id = r.id AND c.seq = 1))
+    OR (count(e.seq) = 1 AND r.state NOT IN ('completed', 'failed', 'canceled'))`},
+	{"one final message per finished run", `
+SELECT format('run %s is %s but has no final message', r.id, r.state) FROM runs r
+WHERE r.state IN ('completed', 'failed', 'canceled')
+  AND NOT EXISTS (SELECT 1 FROM final_messages m WHERE m.run_id = r.id)
+UNION ALL
+SELECT format('run %s is %s but already has a final message', r.id, r.state) FROM runs r
+JOIN final_messages m ON m.run_id = r.id
+WHERE r.state NOT IN ('completed', 'failed', 'canceled')`},
+	{"refunds of an order within what was paid", `
+SELECT format('order %s: operations total %s, paid %s', o.id, sum(op.amount), o.amount)
+FROM orders o JOIN operations op ON op.order_id = o.id AND op.state <> 'failed'
+GROUP BY o.id HAVING sum(op.amount) > o.amount
+UNION ALL
+SELECT format('order %s: live and completed runs reserve %s, paid %s', o.id, sum(r.amount), o.amount)
+FROM orders o JOIN runs r ON r.order_id = o.id AND r.state NOT IN ('failed', 'canceled')
+GROUP BY o.id HAVING sum(r.amount) > o.amount`},
+	{"every succeeded operation has a provider reference", `
+SELECT format('operation %s succeeded without a provider reference', id) FROM operations
+WHERE state = 'succeeded' AND COALESCE(provider_ref, '') = ''`},
+	{"a completed refund run has a succeeded operation", `
+SELECT format('run %s completed but its operation is %s', r.id, op.state) FROM runs r
+JOIN operations op ON op.run_id = r.id
+WHERE r.state = 'completed' AND op.state <> 'succeeded'`},
+}
+
+// Verify checks every invariant over the whole database and returns one line
+// per violation; none means the database is consistent.
+func (s *Store) Verify(ctx context.Context) ([]string, error) {
+	var problems []string
+	for _, inv := range invariants {
+		var rows []string
+		if err := s.db.SelectContext(ctx, &rows, inv.query); err != nil {
+			return nil, fmt.Errorf("store: verify %s: %w", inv.name, err)
+		}
+		for _, r := range rows {
+			problems = append(problems, inv.name+": "+r)
+		}
+	}
+	return problems, nil
+}
