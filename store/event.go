@@ -20,22 +20,22 @@ const (
 
 // Event types.
 const (
-	EventRunCreated          = "run.created"
-	EventRunPlanning         = "run.planning"
-	EventActionProposed      = "action.proposed"
-	EventApprovalRequested   = "approval.requested"
-	EventApprovalGranted     = "approval.granted"
-	EventCancelRequested     = "cancel.requested"
-	EventCancelTooLate       = "cancel.too_late"
-	EventOperationSubmitted  = "operation.submitted"
-	EventOperationSucceeded  = "operation.succeeded"
-	EventOperationFailed     = "operation.failed"
+	EventRunCreated           = "run.created"
+	EventRunPlanning          = "run.planning"
+	EventActionProposed       = "action.proposed"
+	EventApprovalRequested    = "approval.requested"
+	EventApprovalGranted      = "approval.granted"
+	EventCancelRequested      = "cancel.requested"
+	EventCancelTooLate        = "cancel.too_late"
+	EventOperationSubmitted   = "operation.submitted"
+	EventOperationSucceeded   = "operation.succeeded"
+	EventOperationFailed      = "operation.failed"
 	EventOperationReconciling = "operation.reconciling"
-	EventMessageFinal        = "message.final"
-	EventRunCompleted        = "run.completed"
-	EventRunFailed           = "run.failed"
-	EventRunCanceled         = "run.canceled"
-	EventNarrationDelta      = "narration.delta"
+	EventMessageFinal         = "message.final"
+	EventRunCompleted         = "run.completed"
+	EventRunFailed            = "run.failed"
+	EventRunCanceled          = "run.canceled"
+	EventNarrationDelta       = "narration.delta"
 )
 
 // ClassOf tells an event type's retention class. Only narration is

@@ -32,7 +32,7 @@ func NewListener(url string, logger *slog.Logger) *Listener {
 }
 
 // Topics a subscriber can wait on.
-func RunTopic(runID string) string  { return "run:" + runID }
+func RunTopic(runID string) string   { return "run:" + runID }
 func UserTopic(userID string) string { return "user:" + userID }
 
 // Start connects and listens on the events and grants channels.
