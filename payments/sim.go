@@ -1,0 +1,446 @@
+package payments
+
+import (
+	"context"
+	"crypto/rand"
+	"database/sql"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	randv2 "math/rand/v2"
+	"net/http"
+	"regexp"
+	"strings"
+	"sync"
+	"time"
+	"unicode"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// Error codes the simulated provider answers with, in
+// {"error":{"code","message"}}.
+const (
+	CodeInvalidJSON     = "invalid_json"
+	CodeMissingKey      = "missing_idempotency_key"
+	CodeInvalidKey      = "invalid_idempotency_key"
+	CodeInvalidOrderRef = "invalid_order_ref"
+	CodeInvalidAmount   = "invalid_amount"
+	CodeInvalidCurrency = "invalid_currency"
+	CodeInvalidFaults   = "invalid_faults"
+	CodeInFlight        = "in_flight"
+	CodeMismatch        = "idempotency_mismatch"
+	CodeNotFound        = "not_found"
+	CodeUnavailable     = "unavailable"
+	CodeInternal        = "internal"
+)
+
+// MaxKeyLen bounds an idempotency key.
+const MaxKeyLen = 200
+
+var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
+
+// Sim is the simulated payment provider: an HTTP API over its own ledger
+// table (provider_refunds) with idempotency keys, lookup and fault
+// injection. Its contract, which the Client relies on:
+//
+//   - a row exists only for a committed refund, and a committed refund
+//     never changes;
+//   - 503 is only ever answered before anything is committed;
+//   - 404 on lookup means nothing is committed and nothing is in flight
+//     for the key at that moment.
+//
+// A refund in flight holds a transaction-scoped advisory lock on its key,
+// so in-flight detection works across connections and processes, and a
+// provider that dies mid-request leaves nothing behind.
+type Sim struct {
+	db *sqlx.DB
+
+	mu      sync.Mutex
+	faults  Faults
+	release chan struct{} // closed to let held answers go, then replaced
+
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+}
+
+// NewSim returns a simulated provider over db (migrated, so that
+// provider_refunds exists) with the given faults.
+func NewSim(db *sqlx.DB, faults Faults) (*Sim, error) {
+	if db == nil {
+		return nil, errors.New("payments: NewSim: nil database")
+	}
+	if err := faults.Validate(); err != nil {
+		return nil, fmt.Errorf("payments: NewSim: faults: %w", err)
+	}
+	return &Sim{
+		db:      db,
+		faults:  faults,
+		release: make(chan struct{}),
+		done:    make(chan struct{}),
+	}, nil
+}
+
+// Handler returns the provider's HTTP API.
+func (s *Sim) Handler() http.Handler {
+	mux := http.NewServeMux()
+	mux.HandleFunc("POST /refunds", s.createRefund)
+	mux.HandleFunc("GET /refunds", s.listRefunds)
+	mux.HandleFunc("GET /refunds/{key}", s.showRefund)
+	mux.HandleFunc("GET /admin/faults", s.showFaults)
+	mux.HandleFunc("PUT /admin/faults", s.saveFaults)
+	mux.HandleFunc("POST /admin/release", s.releaseHeld)
+	return mux
+}
+
+// Faults returns the current fault settings.
+func (s *Sim) Faults() Faults {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.faults
+}
+
+// SetFaults replaces the fault settings. Turning HoldAfterCommit off
+// releases the answers it holds.
+func (s *Sim) SetFaults(f Faults) error {
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults.HoldAfterCommit && !f.HoldAfterCommit {
+		s.releaseLocked()
+	}
+	s.faults = f
+	return nil
+}
+
+// Release lets every answer currently held by HoldAfterCommit go.
+func (s *Sim) Release() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.releaseLocked()
+}
+
+func (s *Sim) releaseLocked() {
+	close(s.release)
+	s.release = make(chan struct{})
+}
+
+// Close ends every wait the provider is in (latency, held and dropping
+// answers) so a server can shut down promptly. It is safe to call twice.
+func (s *Sim) Close() {
+	s.closeOnce.Do(func() { close(s.done) })
+}
+
+// takeError5xx decides, and counts, whether an injected 503 fires for
+// this refund.
+func (s *Sim) takeError5xx() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	switch {
+	case s.faults.FailBeforeCommit:
+		return true
+	case s.faults.Error5xxNext > 0:
+		s.faults.Error5xxNext--
+		return true
+	case s.faults.Error5xxRate > 0:
+		return randv2.Float64() < s.faults.Error5xxRate
+	}
+	return false
+}
+
+func (s *Sim) takeLookupError5xx() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults.LookupError5xxNext > 0 {
+		s.faults.LookupError5xxNext--
+		return true
+	}
+	return false
+}
+
+func (s *Sim) takeDecline() bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.faults.DeclineNext > 0 {
+		s.faults.DeclineNext--
+		return true
+	}
+	return false
+}
+
+// wait blocks for d, or until the request ends or the provider closes. It
+// reports whether the full time passed.
+func (s *Sim) wait(ctx context.Context, d time.Duration) bool {
+	if d <= 0 {
+		return true
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return true
+	case <-ctx.Done():
+	case <-s.done:
+	}
+	return false
+}
+
+const receiptColumns = `key, ref, status, order_ref, amount, currency, failure_reason, created_at`
+
+// lockKey is the advisory lock a refund in flight holds on its key.
+const lockKey = `hashtextextended('refundd.provider:' || $1, 0)`
+
+func (s *Sim) createRefund(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	req, code, msg := parseRefund(w, r)
+	if code != "" {
+		writeError(w, http.StatusBadRequest, code, msg)
+		return
+	}
+	if s.takeError5xx() {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the provider is unavailable; nothing was committed")
+		return
+	}
+
+	tx, err := s.db.BeginTxx(ctx, nil)
+	if err != nil {
+		s.internal(w, r, "begin", err)
+		return
+	}
+	defer tx.Rollback()
+	var locked bool
+	if err := tx.GetContext(ctx, &locked, `SELECT pg_try_advisory_xact_lock(`+lockKey+`)`, req.Key); err != nil {
+		s.internal(w, r, "lock key", err)
+		return
+	}
+	if !locked {
+		writeError(w, http.StatusConflict, CodeInFlight, "a refund with this idempotency key is being processed")
+		return
+	}
+	var prev Receipt
+	err = tx.GetContext(ctx, &prev, `SELECT `+receiptColumns+` FROM provider_refunds WHERE key = $1`, req.Key)
+	switch {
+	case err == nil:
+		replay(w, req, prev)
+		return
+	case !errors.Is(err, sql.ErrNoRows):
+		s.internal(w, r, "read refund", err)
+		return
+	}
+
+	if !s.wait(ctx, s.Faults().Latency) {
+		// The caller gave up, or we are shutting down, before the commit.
+		tx.Rollback()
+		if ctx.Err() == nil {
+			writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the provider is shutting down; nothing was committed")
+		}
+		return
+	}
+	status, reason := StatusSucceeded, ""
+	if s.takeDecline() {
+		status, reason = StatusFailed, "declined by the card issuer"
+	}
+	var rc Receipt
+	err = tx.GetContext(ctx, &rc, `
+		INSERT INTO provider_refunds (key, ref, status, order_ref, amount, currency, failure_reason)
+		VALUES ($1, $2, $3, $4, $5, $6, $7)
+		RETURNING `+receiptColumns,
+		req.Key, "re_"+strings.ToLower(rand.Text()), status, req.OrderRef, req.Amount, req.Currency, reason)
+	if err != nil {
+		s.internal(w, r, "insert refund", err)
+		return
+	}
+	if err := tx.Commit(); err != nil {
+		// The commit may or may not have happened; a 500 tells the client
+		// exactly that.
+		s.internal(w, r, "commit refund", err)
+		return
+	}
+	rc.CreatedAt = rc.CreatedAt.UTC()
+
+	s.mu.Lock()
+	f, release := s.faults, s.release
+	s.mu.Unlock()
+	switch {
+	case f.CommitThenDrop:
+		if f.DropAfter > 0 {
+			s.wait(ctx, f.DropAfter)
+		} else {
+			select {
+			case <-ctx.Done():
+			case <-s.done:
+			}
+		}
+		// Close the connection without an answer: the caller cannot tell
+		// the refund committed.
+		panic(http.ErrAbortHandler)
+	case f.HoldAfterCommit:
+		select {
+		case <-release:
+		case <-s.done:
+		case <-ctx.Done():
+			return
+		}
+	}
+	writeJSON(w, http.StatusCreated, rc)
+}
+
+// replay answers a request for a key that already committed.
+func replay(w http.ResponseWriter, req RefundRequest, prev Receipt) {
+	prev.CreatedAt = prev.CreatedAt.UTC()
+	if prev.OrderRef != req.OrderRef || prev.Amount != req.Amount || prev.Currency != req.Currency {
+		writeError(w, http.StatusUnprocessableEntity, CodeMismatch, fmt.Sprintf(
+			"idempotency key already used for order %q, %d %s", prev.OrderRef, prev.Amount, prev.Currency))
+		return
+	}
+	writeJSON(w, http.StatusOK, prev)
+}
+
+// parseRefund reads and validates a refund request; a non-empty code is a
+// 400 with that code and message.
+func parseRefund(w http.ResponseWriter, r *http.Request) (req RefundRequest, code, msg string) {
+	key := r.Header.Get("Idempotency-Key")
+	switch {
+	case key == "":
+		return req, CodeMissingKey, "the Idempotency-Key header is required"
+	case len(key) > MaxKeyLen || strings.IndexFunc(key, func(c rune) bool { return !unicode.IsPrint(c) }) >= 0:
+		return req, CodeInvalidKey, fmt.Sprintf("the Idempotency-Key must be at most %d printable characters", MaxKeyLen)
+	}
+	var body refundBody
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&body); err != nil {
+		return req, CodeInvalidJSON, "the body must be a JSON object {order_ref, amount, currency}: " + err.Error()
+	}
+	if _, err := dec.Token(); err != io.EOF {
+		return req, CodeInvalidJSON, "the body must hold one JSON object"
+	}
+	switch {
+	case strings.TrimSpace(body.OrderRef) == "":
+		return req, CodeInvalidOrderRef, "order_ref is required"
+	case body.Amount <= 0:
+		return req, CodeInvalidAmount, "amount must be a positive integer in minor units"
+	case !currencyRE.MatchString(body.Currency):
+		return req, CodeInvalidCurrency, "currency must be three upper-case letters (ISO 4217)"
+	}
+	return RefundRequest{Key: key, OrderRef: body.OrderRef, Amount: body.Amount, Currency: body.Currency}, "", ""
+}
+
+func (s *Sim) showRefund(w http.ResponseWriter, r *http.Request) {
+	ctx := r.Context()
+	key := r.PathValue("key")
+	if s.takeLookupError5xx() {
+		writeError(w, http.StatusServiceUnavailable, CodeUnavailable, "the provider is unavailable")
+		return
+	}
+	rc, err := s.lookup(ctx, key)
+	switch {
+	case errors.Is(err, ErrNotFound):
+		writeError(w, http.StatusNotFound, CodeNotFound, "no refund was committed with this idempotency key")
+	case errors.Is(err, ErrInFlight):
+		writeError(w, http.StatusConflict, CodeInFlight, "a refund with this idempotency key is being processed")
+	case err != nil:
+		s.internal(w, r, "lookup", err)
+	default:
+		writeJSON(w, http.StatusOK, rc)
+	}
+}
+
+// lookup returns the committed refund for key, ErrInFlight while a
+// request for it holds the key's lock, or ErrNotFound.
+func (s *Sim) lookup(ctx context.Context, key string) (Receipt, error) {
+	const q = `SELECT ` + receiptColumns + ` FROM provider_refunds WHERE key = $1`
+	var rc Receipt
+	err := s.db.GetContext(ctx, &rc, q, key)
+	if err == nil {
+		rc.CreatedAt = rc.CreatedAt.UTC()
+		return rc, nil
+	}
+	if !errors.Is(err, sql.ErrNoRows) {
+		return Receipt{}, err
+	}
+	// Not committed yet. Taking the key's lock (shared, briefly) proves no
+	// request is between its check and its commit; read again under it,
+	// since one may have committed since the first read.
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
+	if err != nil {
+		return Receipt{}, err
+	}
+	defer tx.Rollback()
+	var locked bool
+	if err := tx.GetContext(ctx, &locked, `SELECT pg_try_advisory_xact_lock_shared(`+lockKey+`)`, key); err != nil {
+		return Receipt{}, err
+	}
+	if !locked {
+		return Receipt{}, ErrInFlight
+	}
+	err = tx.GetContext(ctx, &rc, q, key)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Receipt{}, ErrNotFound
+	}
+	if err != nil {
+		return Receipt{}, err
+	}
+	rc.CreatedAt = rc.CreatedAt.UTC()
+	return rc, nil
+}
+
+func (s *Sim) listRefunds(w http.ResponseWriter, r *http.Request) {
+	refunds := []Receipt{}
+	err := s.db.SelectContext(r.Context(), &refunds,
+		`SELECT `+receiptColumns+` FROM provider_refunds ORDER BY created_at, key`)
+	if err != nil {
+		s.internal(w, r, "list refunds", err)
+		return
+	}
+	for i := range refunds {
+		refunds[i].CreatedAt = refunds[i].CreatedAt.UTC()
+	}
+	writeJSON(w, http.StatusOK, map[string]any{"refunds": refunds})
+}
+
+func (s *Sim) showFaults(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Sim) saveFaults(w http.ResponseWriter, r *http.Request) {
+	var f Faults
+	if err := json.NewDecoder(http.MaxBytesReader(w, r.Body, 64<<10)).Decode(&f); err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidFaults, err.Error())
+		return
+	}
+	if err := s.SetFaults(f); err != nil {
+		writeError(w, http.StatusBadRequest, CodeInvalidFaults, err.Error())
+		return
+	}
+	writeJSON(w, http.StatusOK, s.Faults())
+}
+
+func (s *Sim) releaseHeld(w http.ResponseWriter, r *http.Request) {
+	s.Release()
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Sim) internal(w http.ResponseWriter, r *http.Request, what string, err error) {
+	if r.Context().Err() != nil {
+		return // the caller is gone; there is nobody to answer
+	}
+	slog.ErrorContext(r.Context(), "payments: simulated provider", "op", what, "err", err)
+	writeError(w, http.StatusInternalServerError, CodeInternal, "internal error")
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_ = json.NewEncoder(w).Encode(v)
+}
+
+func writeError(w http.ResponseWriter, status int, code, msg string) {
+	var b errorBody
+	b.Error.Code, b.Error.Message = code, msg
+	writeJSON(w, status, b)
+}
