@@ -1,0 +1,160 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
+)
+
+// problem is how one error is shown: the status, a stable code for the JSON
+// API, and the words a person reads.
+type problem struct {
+	status  int
+	code    string
+	title   string
+	message string
+}
+
+// statusByCode maps the store's error codes to HTTP statuses: the one place
+// that does.
+var statusByCode = map[string]int{
+	store.CodeNotFound:            http.StatusNotFound,
+	store.CodeInvalid:             http.StatusUnprocessableEntity,
+	store.CodeIdempotencyConflict: http.StatusUnprocessableEntity,
+	store.CodeCursorExpired:       http.StatusGone,
+	store.CodeCursorInvalid:       http.StatusGone,
+	store.CodeConflict:            http.StatusConflict,
+	store.CodeForbidden:           http.StatusForbidden,
+}
+
+// Codes the handlers add to the store's vocabulary.
+const (
+	codeUnauthorized = "unauthorized"
+	codeInternal     = "internal"
+)
+
+// words are the default title and message per status, for errors that carry
+// no person-readable message of their own.
+var words = map[int][2]string{
+	http.StatusBadRequest:            {"Bad request", "The request could not be understood."},
+	http.StatusUnauthorized:          {"Please log in", "You need to log in to see this."},
+	http.StatusForbidden:             {"Not allowed", "You do not have access to this."},
+	http.StatusNotFound:              {"Not found", "There is nothing here. It may have been moved, or you may not have access to it."},
+	http.StatusMethodNotAllowed:      {"Not allowed", "This address does not accept that kind of request."},
+	http.StatusConflict:              {"Conflict", "Something changed in the meantime. Reload and try again."},
+	http.StatusGone:                  {"No longer available", "What you asked for is no longer kept."},
+	http.StatusRequestEntityTooLarge: {"Too large", "The request was too large."},
+	http.StatusUnprocessableEntity:   {"Please check your input", "Some of what you entered is not valid."},
+	http.StatusTooManyRequests:       {"Slow down", "Too many requests. Wait a moment and try again."},
+	http.StatusServiceUnavailable:    {"Unavailable", "The service is not available right now. Try again shortly."},
+	http.StatusInternalServerError:   {"Something went wrong", "Something went wrong on our side. Please try again."},
+}
+
+func problemFor(err error) problem {
+	p := problem{status: http.StatusInternalServerError, code: codeInternal}
+	var se *store.Error
+	var he *echo.HTTPError
+	switch {
+	case errors.As(err, &se):
+		p.code = se.Code
+		p.message = se.Message
+		if s, ok := statusByCode[se.Code]; ok {
+			p.status = s
+		}
+	case errors.Is(err, store.ErrNotFound):
+		p.status, p.code = http.StatusNotFound, store.CodeNotFound
+	case errors.Is(err, store.ErrBadCredentials):
+		p.status, p.code, p.message = http.StatusUnauthorized, codeUnauthorized, msgBadCredentials
+	case errors.As(err, &he):
+		p.status = he.Code
+		p.code = codeForStatus(he.Code)
+	}
+	w, ok := words[p.status]
+	if !ok {
+		w = [2]string{http.StatusText(p.status), http.StatusText(p.status) + "."}
+	}
+	p.title = w[0]
+	if p.message == "" {
+		p.message = w[1]
+	}
+	return p
+}
+
+// codeForStatus names statuses that reach us as echo errors (routing, body
+// limit, cross-origin refusal).
+func codeForStatus(status int) string {
+	for code, s := range statusByCode {
+		if s == status && code != store.CodeIdempotencyConflict && code != store.CodeCursorInvalid {
+			return code
+		}
+	}
+	switch status {
+	case http.StatusUnauthorized:
+		return codeUnauthorized
+	case http.StatusBadRequest:
+		return "bad_request"
+	case http.StatusMethodNotAllowed:
+		return "method_not_allowed"
+	case http.StatusRequestEntityTooLarge:
+		return "too_large"
+	case http.StatusTooManyRequests:
+		return "rate_limited"
+	}
+	if status >= 500 {
+		return codeInternal
+	}
+	return strings.ReplaceAll(strings.ToLower(http.StatusText(status)), " ", "_")
+}
+
+// handleError is echo's error handler: every error a handler returns ends
+// here and is shown as a page (or as JSON under /api/). Details go to the
+// log, never to the response.
+func (h *Handler) handleError(err error, c echo.Context) {
+	req := c.Request()
+	if errors.Is(err, context.Canceled) && req.Context().Err() != nil {
+		// The client went away; nobody is left to answer.
+		return
+	}
+	p := problemFor(err)
+	if p.status >= 500 {
+		h.log.ErrorContext(req.Context(), "request failed", "method", req.Method, "path", req.URL.Path, "status", p.status, "err", err)
+	} else {
+		h.log.DebugContext(req.Context(), "request refused", "method", req.Method, "path", req.URL.Path, "status", p.status, "err", err)
+	}
+	if c.Response().Committed {
+		return
+	}
+	var werr error
+	switch {
+	case isAPI(req):
+		werr = c.JSON(p.status, apiError{Error: apiErrorBody{Code: p.code, Message: p.message}})
+	case req.Method == http.MethodHead:
+		werr = c.NoContent(p.status)
+	default:
+		werr = render(c, p.status, views.ErrorPage(currentUser(c), p.status, p.title, p.message))
+	}
+	if werr != nil {
+		h.log.ErrorContext(req.Context(), "write error response", "err", werr)
+	}
+}
+
+// apiError is the JSON shape of every API error:
+// {"error":{"code":"not_found","message":"…"}}.
+type apiError struct {
+	Error apiErrorBody `json:"error"`
+}
+
+type apiErrorBody struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+func isAPI(r *http.Request) bool {
+	return r.URL.Path == "/api" || strings.HasPrefix(r.URL.Path, "/api/")
+}

@@ -1,0 +1,125 @@
+// Package handlers is refundd's HTTP surface: the HTML pages, the JSON API
+// and the event streams, with sessions and the mapping of application errors
+// to statuses. Handlers stay thin: parse, authorize, one store call, render.
+package handlers
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+
+	"github.com/gorilla/sessions"
+	"github.com/labstack/echo/v4"
+	"github.com/labstack/echo/v4/middleware"
+
+	"github.com/refundd/refundd/store"
+)
+
+// Config is what the handlers need from the program's configuration.
+type Config struct {
+	// SessionKey is the secret the session cookie's keys are derived from.
+	// Every serve process behind one address must share it.
+	SessionKey string
+	// CookieSecure marks the session cookie Secure; set it behind TLS.
+	CookieSecure bool
+	// DemoLogins lists the demo accounts on the login page (dev only).
+	DemoLogins bool
+}
+
+// Handler holds what every handler shares. Handlers are its methods, one
+// file per area, and all routes are in routes().
+type Handler struct {
+	cfg      Config
+	store    *store.Store
+	log      *slog.Logger
+	sessions *sessions.CookieStore
+	cookie   string // the session cookie's name
+}
+
+// New builds the web server's handler with every route registered.
+func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
+	if len(cfg.SessionKey) < 32 {
+		return nil, errors.New("handlers: a SESSION_KEY of at least 32 characters is required")
+	}
+	sess, err := newSessionStore(cfg.SessionKey, cfg.CookieSecure)
+	if err != nil {
+		return nil, err
+	}
+	h := &Handler{cfg: cfg, store: st, log: logger, sessions: sess, cookie: sessionCookieName(cfg.CookieSecure)}
+
+	e := echo.New()
+	e.HideBanner = true
+	e.HidePort = true
+	e.HTTPErrorHandler = h.handleError
+	// Behind a proxy, set a trusted extractor here; never trust
+	// X-Forwarded-For from anyone by default.
+	e.IPExtractor = echo.ExtractIPDirect()
+
+	e.Use(
+		h.logRequests,
+		middleware.Recover(),
+		securityHeaders,
+		crossOriginProtection(),
+		middleware.BodyLimit("1M"),
+	)
+	for _, r := range h.routes() {
+		e.Add(r.method, r.path, r.handler, r.middleware...)
+	}
+	return e, nil
+}
+
+type route struct {
+	method     string
+	path       string
+	handler    echo.HandlerFunc
+	middleware []echo.MiddlewareFunc
+}
+
+// routes is the one table of every route. Rows say who may call them:
+// public rows skip the session; session rows know the user if there is one;
+// signedIn rows require one.
+func (h *Handler) routes() []route {
+	public := []echo.MiddlewareFunc(nil)
+	session := []echo.MiddlewareFunc{h.loadUser}
+	signedIn := []echo.MiddlewareFunc{h.loadUser, h.requireUser}
+
+	return []route{
+		{http.MethodGet, "/healthz", h.healthz, public},
+		{http.MethodGet, "/readyz", h.readyz, public},
+		{http.MethodGet, "/static/*", h.static, public},
+		{http.MethodHead, "/static/*", h.static, public},
+
+		{http.MethodGet, "/login", h.showLoginPage, session},
+		{http.MethodPost, "/login", h.login, session},
+		{http.MethodPost, "/logout", h.logout, session},
+
+		{http.MethodGet, "/", h.showHomePage, signedIn},
+	}
+}
+
+// securityHeaders are sent with every response.
+func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		hdr := c.Response().Header()
+		hdr.Set("X-Content-Type-Options", "nosniff")
+		hdr.Set("X-Frame-Options", "DENY")
+		hdr.Set("Referrer-Policy", "same-origin")
+		return next(c)
+	}
+}
+
+// crossOriginProtection refuses state-changing requests that a browser sent
+// from another origin (Sec-Fetch-Site / Origin), on top of the SameSite=Lax
+// cookie. Requests without those headers (curl, API clients) pass.
+func crossOriginProtection() echo.MiddlewareFunc {
+	cop := http.NewCrossOriginProtection()
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			if err := cop.Check(c.Request()); err != nil {
+				return echo.NewHTTPError(http.StatusForbidden).SetInternal(fmt.Errorf("cross-origin request refused: %w", err))
+			}
+			return next(c)
+		}
+	}
+}

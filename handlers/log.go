@@ -1,0 +1,40 @@
+package handlers
+
+import (
+	"log/slog"
+	"time"
+
+	"github.com/labstack/echo/v4"
+)
+
+// logRequests writes one structured line per request, after the error (if
+// any) has been turned into a response, so the logged status is the sent one.
+func (h *Handler) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
+	return func(c echo.Context) error {
+		start := time.Now()
+		if err := next(c); err != nil {
+			c.Error(err)
+		}
+		req, res := c.Request(), c.Response()
+		attrs := []any{
+			"method", req.Method,
+			"path", req.URL.Path,
+			"status", res.Status,
+			"bytes", res.Size,
+			"duration", time.Since(start),
+		}
+		if u := currentUser(c); u != nil {
+			attrs = append(attrs, "user_id", u.ID)
+		}
+		level := slog.LevelInfo
+		switch {
+		case res.Status >= 500:
+			level = slog.LevelError
+		case req.URL.Path == "/healthz" || req.URL.Path == "/readyz" || len(req.URL.Path) > 8 && req.URL.Path[:8] == "/static/":
+			// Probes and assets would drown the log.
+			level = slog.LevelDebug
+		}
+		h.log.Log(req.Context(), level, "http", attrs...)
+		return nil
+	}
+}

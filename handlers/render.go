@@ -1,0 +1,26 @@
+package handlers
+
+import (
+	"bytes"
+	"net/http"
+
+	"github.com/a-h/templ"
+	"github.com/labstack/echo/v4"
+)
+
+// render writes a templ component as the whole response. It renders into a
+// buffer first, so a failing component becomes a clean error page instead
+// of half a page with a 200.
+func render(c echo.Context, status int, component templ.Component) error {
+	var buf bytes.Buffer
+	if err := component.Render(c.Request().Context(), &buf); err != nil {
+		return err
+	}
+	return c.HTMLBlob(status, buf.Bytes())
+}
+
+// redirect answers a form POST (or a page the visitor may not see) with a
+// 303, so the browser follows it with a GET.
+func redirect(c echo.Context, to string) error {
+	return c.Redirect(http.StatusSeeOther, to)
+}
