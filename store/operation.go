@@ -58,11 +58,16 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 		if Terminal(r.State) {
 			return "", nil, Errorf(CodeConflict, "the run has already %s", r.State)
 		}
+		// Lock first, then sum in a statement of its own: a statement that
+		// waited for the lock still reads with the snapshot it started with
+		// and would miss the operation whose commit released the lock.
 		var paid, committed int64
-		if err := tx.QueryRowxContext(ctx, `SELECT o.amount, COALESCE((SELECT sum(amount) FROM operations
-            WHERE order_id = o.id AND state <> 'failed'), 0) FROM orders o WHERE o.id = $1 FOR UPDATE OF o`,
-			r.OrderID).Scan(&paid, &committed); err != nil {
+		if err := tx.GetContext(ctx, &paid, `SELECT amount FROM orders WHERE id = $1 FOR UPDATE`, r.OrderID); err != nil {
 			return "", nil, fmt.Errorf("store: lock order: %w", err)
+		}
+		if err := tx.GetContext(ctx, &committed, `SELECT COALESCE(sum(amount), 0) FROM operations
+            WHERE order_id = $1 AND state <> 'failed'`, r.OrderID); err != nil {
+			return "", nil, fmt.Errorf("store: committed refunds: %w", err)
 		}
 		if committed+r.Amount > paid {
 			return "", nil, Errorf(CodeConflict, "refunding %s would take this order's refunds past the %s paid",

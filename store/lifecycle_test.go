@@ -1,0 +1,496 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/store"
+)
+
+// walk takes a run through the whole happy path, with narration between the
+// steps, the way the executor will.
+func (f *fixture) walk(t *testing.T, runID uuid.UUID) {
+	t.Helper()
+	ctx := context.Background()
+	narrate := func() {
+		if _, err := f.s.Append(ctx, runID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "thinking "}}); err != nil {
+			t.Error(err)
+		}
+	}
+	narrate()
+	if _, err := f.s.RequestApproval(ctx, runID, map[string]any{"amount": 100}); err != nil {
+		t.Error(err)
+		return
+	}
+	narrate()
+	if _, err := f.s.Approve(ctx, runID, f.approver.ID); err != nil {
+		t.Error(err)
+		return
+	}
+	op, err := f.s.SubmitOperation(ctx, runID)
+	if err != nil {
+		t.Error(err)
+		return
+	}
+	narrate()
+	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "timeout"}); err != nil {
+		t.Error(err)
+		return
+	}
+	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_" + op.ID.String()[:8]}); err != nil {
+		t.Error(err)
+		return
+	}
+	if _, err := f.s.FinishRun(ctx, runID, store.StateCompleted, "Refunded."); err != nil {
+		t.Error(err)
+	}
+}
+
+// stateAfter is the run state that the business events of a log imply.
+func stateAfter(evs []store.Event) string {
+	state := ""
+	for _, e := range evs {
+		switch e.Type {
+		case store.EventRunCreated:
+			state = store.StateCreated
+		case store.EventApprovalRequested:
+			state = store.StateAwaitingApproval
+		case store.EventApprovalGranted, store.EventOperationSubmitted:
+			state = store.StateSubmitting
+		case store.EventOperationReconciling:
+			state = store.StateReconciling
+		case store.EventRunCompleted:
+			state = store.StateCompleted
+		case store.EventRunFailed:
+			state = store.StateFailed
+		case store.EventRunCanceled:
+			state = store.StateCanceled
+		}
+	}
+	return state
+}
+
+func TestSnapshot_ConsistentWithCoveringSeqUnderAppends(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const runs = 10
+	ids := make([]uuid.UUID, runs)
+	for i := range runs {
+		ids[i] = f.start(t, uuid.NewString(), 100).ID
+	}
+	var (
+		done    atomic.Bool
+		checked atomic.Int64
+		wg      sync.WaitGroup
+	)
+	for range 3 {
+		wg.Go(func() {
+			for !done.Load() {
+				for _, id := range ids {
+					snap, err := f.s.Snapshot(ctx, id)
+					if err != nil {
+						t.Error(err)
+						return
+					}
+					checked.Add(1)
+					if n := len(snap.Events); n > 0 && snap.Events[n-1].Seq != snap.CoveringSeq {
+						t.Errorf("run %s: last event seq %d, covering seq %d", id, snap.Events[n-1].Seq, snap.CoveringSeq)
+					}
+					if got, want := snap.Run.State, stateAfter(snap.Events); got != want {
+						t.Errorf("run %s at seq %d: state %q, events say %q", id, snap.CoveringSeq, got, want)
+					}
+					submitted := false
+					for _, e := range snap.Events {
+						submitted = submitted || e.Type == store.EventOperationSubmitted
+					}
+					if submitted != (len(snap.Operations) == 1) {
+						t.Errorf("run %s at seq %d: operation.submitted logged %v, operations %d", id, snap.CoveringSeq, submitted, len(snap.Operations))
+					}
+					if (snap.FinalMessage != nil) != (snap.Run.State == store.StateCompleted) {
+						t.Errorf("run %s at seq %d: state %s with final message %v", id, snap.CoveringSeq, snap.Run.State, snap.FinalMessage)
+					}
+				}
+			}
+		})
+	}
+	var writers sync.WaitGroup
+	for _, id := range ids {
+		writers.Go(func() { f.walk(t, id) })
+	}
+	writers.Wait()
+	done.Store(true)
+	wg.Wait()
+	if checked.Load() < runs {
+		t.Errorf("only %d snapshots checked", checked.Load())
+	}
+	problems, err := f.s.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		t.Errorf("verify after the walk: %v", problems)
+	}
+}
+
+func TestEventsAfter(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "k", 100)
+	for range 9 {
+		if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	seqs := func(evs []store.Event) []int64 {
+		out := []int64{}
+		for _, e := range evs {
+			out = append(out, e.Seq)
+		}
+		return out
+	}
+	t.Run("pages strictly after the cursor", func(t *testing.T) {
+		evs, err := f.s.EventsAfter(ctx, run.ID, 3, 4)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := seqs(evs), []int64{4, 5, 6, 7}; !equal(got, want) {
+			t.Errorf("seqs = %v, want %v", got, want)
+		}
+	})
+	t.Run("at the end is empty", func(t *testing.T) {
+		evs, err := f.s.EventsAfter(ctx, run.ID, 10, 100)
+		if err != nil || len(evs) != 0 {
+			t.Errorf("EventsAfter(10) = %v, %v; want none", seqs(evs), err)
+		}
+	})
+	for name, cursor := range map[string]int64{"negative": -1, "from the future": 11} {
+		t.Run("cursor "+name, func(t *testing.T) {
+			_, err := f.s.EventsAfter(ctx, run.ID, cursor, 100)
+			if !errors.Is(err, store.ErrCursorInvalid) {
+				t.Errorf("err = %v, want ErrCursorInvalid", err)
+			}
+		})
+	}
+	t.Run("unknown run", func(t *testing.T) {
+		_, err := f.s.EventsAfter(ctx, uuid.New(), 0, 100)
+		if !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+	})
+}
+
+func TestPrune_CursorExpired(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "k", 100) // seq 1
+	for range 5 {              // seqs 2..6: narration
+		if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil { // seqs 7, 8
+		t.Fatal(err)
+	}
+	if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil { // seq 9
+		t.Fatal(err)
+	}
+	// Age everything up to seq 8 past the replay window.
+	if _, err := f.s.DB().ExecContext(ctx, `UPDATE run_events SET created_at = now() - interval '1 hour'
+        WHERE run_id = $1 AND seq <= 8`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	before, err := f.s.EventsAfter(ctx, run.ID, 2, 100)
+	if err != nil || len(before) != 7 {
+		t.Fatalf("before pruning, EventsAfter(2) = %d events, %v; want 7", len(before), err)
+	}
+	n, err := f.s.Prune(ctx, store.Retention{Presentation: 15 * time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 5 {
+		t.Errorf("pruned %d events, want 5", n)
+	}
+	r, err := f.s.RunByID(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.ReplayFloor != 6 {
+		t.Errorf("replay_floor = %d, want 6", r.ReplayFloor)
+	}
+	if _, err := f.s.EventsAfter(ctx, run.ID, 2, 100); !errors.Is(err, store.ErrCursorExpired) {
+		t.Errorf("EventsAfter(2) after pruning: err = %v, want ErrCursorExpired", err)
+	}
+	after, err := f.s.EventsAfter(ctx, run.ID, 6, 100)
+	if err != nil {
+		t.Fatalf("EventsAfter(6) at the floor: %v", err)
+	}
+	if len(after) != 3 || after[0].Seq != 7 {
+		t.Errorf("EventsAfter(6) = %d events from seq %d, want 3 from 7", len(after), after[0].Seq)
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND class = 'business'`, run.ID); got != 3 {
+		t.Errorf("business events = %d, want all 3 kept", got)
+	}
+	if problems, err := f.s.Verify(ctx); err != nil || len(problems) > 0 {
+		t.Errorf("verify after pruning: %v %v", problems, err)
+	}
+}
+
+func TestFinishRun_ExactlyOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "k", 100)
+	var (
+		wg  sync.WaitGroup
+		ok  atomic.Int64
+		dup atomic.Int64
+	)
+	for range 10 {
+		wg.Go(func() {
+			_, err := f.s.FinishRun(ctx, run.ID, store.StateCompleted, "Refunded.")
+			switch {
+			case err == nil:
+				ok.Add(1)
+			case errors.Is(err, store.ErrAlreadyDone):
+				dup.Add(1)
+			default:
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 1 || dup.Load() != 9 {
+		t.Errorf("finished %d times, already done %d; want 1 and 9", ok.Load(), dup.Load())
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM final_messages WHERE run_id = $1`, run.ID); got != 1 {
+		t.Errorf("final messages = %d, want 1", got)
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type IN ('run.completed', 'message.final')`, run.ID); got != 2 {
+		t.Errorf("completion events = %d, want 2 (message.final, run.completed)", got)
+	}
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "oops"); !errors.Is(err, store.ErrAlreadyDone) {
+		t.Errorf("failing a completed run: err = %v, want ErrAlreadyDone", err)
+	}
+}
+
+func TestApprove(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t.Run("twice at once records one approval", func(t *testing.T) {
+		run := f.start(t, "a", 100)
+		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		var wg sync.WaitGroup
+		var ok, dup atomic.Int64
+		for range 8 {
+			wg.Go(func() {
+				_, err := f.s.Approve(ctx, run.ID, f.approver.ID)
+				switch {
+				case err == nil:
+					ok.Add(1)
+				case errors.Is(err, store.ErrAlreadyDone):
+					dup.Add(1)
+				default:
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if ok.Load() != 1 || dup.Load() != 7 {
+			t.Errorf("approved %d, already %d; want 1 and 7", ok.Load(), dup.Load())
+		}
+		if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.granted'`, run.ID); got != 1 {
+			t.Errorf("approval.granted events = %d, want 1", got)
+		}
+		a, err := f.s.ApprovalByRun(ctx, run.ID)
+		if err != nil || a.DecidedBy.Int64 != f.approver.ID || !a.DecidedAt.Valid {
+			t.Errorf("approval = %+v, %v; want decided by %d with a time", a, err, f.approver.ID)
+		}
+	})
+	t.Run("own request is forbidden", func(t *testing.T) {
+		run := f.start(t, "own", 100)
+		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s.Approve(ctx, run.ID, f.customer.ID); !errors.Is(err, store.ErrForbidden) {
+			t.Errorf("err = %v, want ErrForbidden", err)
+		}
+	})
+	t.Run("canceled run is a conflict", func(t *testing.T) {
+		run := f.start(t, "c", 100)
+		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); !errors.Is(err, store.ErrAlreadyDone) {
+			t.Errorf("second cancel: err = %v, want ErrAlreadyDone", err)
+		}
+		if _, err := f.s.Approve(ctx, run.ID, f.approver.ID); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("approve after cancel: err = %v, want ErrConflict", err)
+		}
+	})
+	t.Run("no pending request is a conflict", func(t *testing.T) {
+		run := f.start(t, "none", 100)
+		if _, err := f.s.Approve(ctx, run.ID, f.approver.ID); !errors.Is(err, store.ErrConflict) {
+			t.Errorf("err = %v, want ErrConflict", err)
+		}
+	})
+}
+
+func TestRecordOutcome_ExactlyOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "k", 100)
+	op, err := f.s.SubmitOperation(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	again, err := f.s.SubmitOperation(ctx, run.ID)
+	if !errors.Is(err, store.ErrAlreadyDone) || again.ID != op.ID {
+		t.Errorf("second submit = %v, %v; want the same operation and ErrAlreadyDone", again.ID, err)
+	}
+	for range 2 {
+		if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "timeout"}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	var wg sync.WaitGroup
+	var ok atomic.Int64
+	for range 5 {
+		wg.Go(func() {
+			_, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_1"})
+			if err == nil {
+				ok.Add(1)
+			} else if !errors.Is(err, store.ErrAlreadyDone) {
+				t.Error(err)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 1 {
+		t.Errorf("succeeded recorded %d times, want 1", ok.Load())
+	}
+	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: "x"}); !errors.Is(err, store.ErrAlreadyDone) {
+		t.Errorf("failing a succeeded operation: err = %v, want ErrAlreadyDone", err)
+	}
+	var types []string
+	if err := f.s.DB().SelectContext(ctx, &types, `SELECT type FROM run_events WHERE run_id = $1 AND type LIKE 'operation.%' ORDER BY seq`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := strings.Join(types, ","), "operation.submitted,operation.reconciling,operation.succeeded"; got != want {
+		t.Errorf("operation events = %s, want %s", got, want)
+	}
+}
+
+func TestSubmitOperation_RacingRunsNeverExceedPaid(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	t.Run("racing starts", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var ok atomic.Int64
+		for range 10 {
+			wg.Go(func() {
+				// 60.00 of the 100.00 paid: only one can fit.
+				_, _, err := f.s.StartRun(ctx, store.StartRequest{OwnerID: f.customer.ID, ClientRequestID: uuid.NewString(),
+					OrderID: f.order.ID, Amount: 6000, Reason: "half"})
+				if err == nil {
+					ok.Add(1)
+				} else if store.ErrorCode(err) != store.CodeInvalid {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		if ok.Load() != 1 {
+			t.Errorf("%d starts of 60.00 on a 100.00 order succeeded, want 1", ok.Load())
+		}
+	})
+	t.Run("racing operations", func(t *testing.T) {
+		// Runs that slipped past the start check (say, written by an older
+		// version): the ledger still refuses to overspend.
+		o, err := f.s.CreateOrder(ctx, f.customer.ID, "Tent", 10000, "EUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids []uuid.UUID
+		for range 4 {
+			id := uuid.New()
+			if _, err := f.s.DB().ExecContext(ctx, `INSERT INTO runs (id, owner_id, order_id, amount, currency, reason, client_request_id)
+                VALUES ($1, $2, $3, 4000, 'EUR', 'x', $4)`, id, f.customer.ID, o.ID, id.String()); err != nil {
+				t.Fatal(err)
+			}
+			ids = append(ids, id)
+		}
+		var wg sync.WaitGroup
+		for _, id := range ids {
+			wg.Go(func() {
+				if _, err := f.s.SubmitOperation(ctx, id); err != nil && !errors.Is(err, store.ErrConflict) {
+					t.Error(err)
+				}
+			})
+		}
+		wg.Wait()
+		var sum int64
+		if err := f.s.DB().GetContext(ctx, &sum, `SELECT COALESCE(sum(amount), 0) FROM operations WHERE order_id = $1`, o.ID); err != nil {
+			t.Fatal(err)
+		}
+		if sum != 8000 {
+			t.Errorf("operations total %d, want 8000 (two of four 40.00 refunds on 100.00)", sum)
+		}
+	})
+}
+
+func TestVerify_FindsBrokenLog(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "k", 100)
+	f.walk(t, run.ID)
+	if problems, err := f.s.Verify(ctx); err != nil || len(problems) != 0 {
+		t.Fatalf("verify of a clean database = %v, %v; want nothing", problems, err)
+	}
+	if _, err := f.s.DB().ExecContext(ctx, `DELETE FROM run_events WHERE run_id = $1 AND seq = 3`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.DB().ExecContext(ctx, `DELETE FROM final_messages WHERE run_id = $1`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := f.s.Verify(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	joined := strings.Join(problems, "\n")
+	for _, want := range []string{"contiguous seqs", "final message"} {
+		if !strings.Contains(joined, want) {
+			t.Errorf("verify = %q, want a %q violation", joined, want)
+		}
+	}
+}
+
+func equal(a, b []int64) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	for i := range a {
+		if a[i] != b[i] {
+			return false
+		}
+	}
+	return true
+}
