@@ -193,7 +193,7 @@ func TestPrune_CursorExpired(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	run := f.start(t, "k", 100) // seq 1
-	for range 5 {              // seqs 2..6: narration
+	for range 5 {               // seqs 2..6: narration
 		if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
 			t.Fatal(err)
 		}
