@@ -1,0 +1,80 @@
+# refundd: `make run` to try it, `make test` to check it.
+
+SHELL := /bin/bash
+.SHELLFLAGS := -eu -o pipefail -c
+.DEFAULT_GOAL := build
+
+GO           ?= go
+TEST_TIMEOUT ?= 8m
+PG_BIN       := /usr/lib/postgresql/15/bin
+CHROMIUM     := /usr/lib/chromium/chromium
+VENDOR       := static/vendor
+VENDOR_FILES := $(VENDOR)/htmx.min.js $(VENDOR)/sse.js
+
+.PHONY: build run test deps deps-run generate clean
+
+## build: fetch the front-end packages (from the lockfile) and build bin/refundd
+build: $(VENDOR_FILES)
+	$(GO) build -o bin/refundd .
+
+## run: install what is missing, build, and run `refundd dev`
+run: deps-run build
+	./bin/refundd dev
+
+## test: install what is missing, then gofmt check, go vet and every test (browser ones included)
+test: deps $(VENDOR_FILES)
+	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './node_modules/*' -not -path './.data/*'))"; \
+	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	$(GO) vet ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+
+## generate: regenerate the templ components (their output is committed)
+generate:
+	$(GO) tool templ generate
+
+clean:
+	rm -rf bin node_modules $(VENDOR)
+
+# The front-end packages come from npm at the exact versions in
+# package-lock.json; the stamp makes npm run only when the lockfile changes.
+node_modules/.installed: package.json package-lock.json
+	npm ci --ignore-scripts --no-audit --no-fund
+	touch $@
+
+$(VENDOR)/htmx.min.js: node_modules/.installed
+	mkdir -p $(VENDOR)
+	cp node_modules/htmx.org/dist/htmx.min.js $@
+
+$(VENDOR)/sse.js: node_modules/.installed
+	mkdir -p $(VENDOR)
+	cp node_modules/htmx-ext-sse/dist/sse.js $@
+
+# install_missing takes "program=debian-package" pairs and installs the
+# packages whose program is missing: with apt-get as root, otherwise it
+# prints the command to run. apt-get update runs only when something is missing.
+define install_missing
+missing=""; \
+for want in $(1); do \
+	prog="$${want%%=*}"; pkg="$${want#*=}"; \
+	if [ ! -x "$$prog" ] && ! command -v "$$prog" >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
+done; \
+if [ -n "$$missing" ]; then \
+	if [ "$$(id -u)" -ne 0 ]; then \
+		echo "missing:$$missing. Install with: sudo apt-get update && sudo apt-get install -y --no-install-recommends$$missing" >&2; \
+		exit 1; \
+	fi; \
+	echo "installing:$$missing"; \
+	export DEBIAN_FRONTEND=noninteractive; \
+	apt-get update -qq; \
+	apt-get install -y -qq --no-install-recommends $$missing; \
+fi; \
+command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 from https://go.dev/dl/" >&2; exit 1; }
+endef
+
+## deps: what `make test` needs: PostgreSQL's server, Chromium, npm
+deps:
+	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium npm=npm)
+
+## deps-run: what `make run` needs: PostgreSQL's server, npm
+deps-run:
+	@$(call install_missing,$(PG_BIN)/initdb=postgresql npm=npm)

@@ -1,0 +1,282 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"io"
+	"net/http"
+	"net/http/cookiejar"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+
+const testSessionKey = "0123456789abcdef0123456789abcdef"
+
+// program is refundd's run() started in-process, as a test's own process.
+type program struct {
+	url  string      // the base URL it printed
+	out  chan string // further stdout lines
+	done chan int    // its exit code
+	stop func() (code int)
+}
+
+// start runs `refundd <args>` with env as its whole environment and waits
+// until it prints the URL it serves.
+func start(t *testing.T, env map[string]string, args ...string) *program {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	outR, outW := io.Pipe()
+	p := &program{out: make(chan string, 100), done: make(chan int, 1)}
+	stderr := &syncBuffer{}
+	go func() {
+		code := run(ctx, args, func(k string) string { return env[k] }, outW, stderr)
+		outW.Close()
+		p.done <- code
+	}()
+	urls := make(chan string, 1)
+	go func() {
+		sc := bufio.NewScanner(outR)
+		for sc.Scan() {
+			line := sc.Text()
+			if u, ok := strings.CutPrefix(line, "refundd is running at "); ok {
+				urls <- u
+			}
+			select {
+			case p.out <- line:
+			default:
+			}
+		}
+	}()
+	var exited bool
+	var code int
+	p.stop = func() int {
+		if !exited {
+			cancel()
+			select {
+			case code = <-p.done:
+			case <-time.After(time.Minute):
+				t.Fatalf("refundd %s did not stop within a minute of SIGTERM", args[0])
+			}
+			exited = true
+		}
+		return code
+	}
+	t.Cleanup(func() {
+		p.stop()
+		if t.Failed() {
+			t.Logf("refundd %s stderr:\n%s", args[0], stderr.String())
+		}
+	})
+	select {
+	case p.url = <-urls:
+	case code := <-p.done:
+		exited = true
+		t.Fatalf("refundd %s exited with %d before serving; stderr:\n%s", args[0], code, stderr.String())
+	case <-time.After(2 * time.Minute):
+		t.Fatalf("refundd %s did not print its URL within 2 minutes", args[0])
+	}
+	return p
+}
+
+// syncBuffer collects the program's stderr while the test reads it.
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf strings.Builder
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+func TestBrowser_CustomerLogsInAndSeesHome(t *testing.T) {
+	t.Parallel()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	p := start(t, map[string]string{
+		"DATABASE_URL": st.URL(),
+		"SESSION_KEY":  testSessionKey,
+		"ADDR":         "127.0.0.1:0",
+	}, "serve")
+
+	ctx := browsertest.New(t)
+	if err := browsertest.Login(ctx, p.url, "customer@example.com", store.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	whoami, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#whoami")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"customer@example.com", "customer"} {
+		if !strings.Contains(whoami, want) {
+			t.Errorf("#whoami = %q, want it to contain %q", whoami, want)
+		}
+	}
+	heading, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("h1")))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := heading, "Hello, Casey Customer"; got != want {
+		t.Errorf("h1 = %q, want %q", got, want)
+	}
+	loc, err := chromedp.Run(ctx, chromedp.Location())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := loc, p.url+"/"; got != want {
+		t.Errorf("location = %q, want %q", got, want)
+	}
+	if code := p.stop(); code != 0 {
+		t.Errorf("serve exit code after SIGTERM = %d, want 0", code)
+	}
+}
+
+// TestDev_PrivateClusterLifecycle runs `refundd dev` twice on one DATA_DIR:
+// the first run creates the cluster, migrates and seeds; the second finds it
+// all again; each stops the cluster it started when told to stop.
+func TestDev_PrivateClusterLifecycle(t *testing.T) {
+	t.Parallel()
+	dataDir := traversableTempDir(t)
+	env := map[string]string{"DATA_DIR": dataDir, "ADDR": "127.0.0.1:0"}
+	pidFile := filepath.Join(dataDir, "pg", "postmaster.pid")
+
+	var firstKey []byte
+	for i, name := range []string{"first run", "second run"} {
+		t.Run(name, func(t *testing.T) {
+			p := start(t, env, "dev")
+			client := newClient(t)
+			form := url.Values{"email": {"customer@example.com"}, "password": {store.DemoPassword}}
+			res, err := client.PostForm(p.url+"/login", form)
+			if err != nil {
+				t.Fatal(err)
+			}
+			body, _ := io.ReadAll(res.Body)
+			res.Body.Close()
+			if got, want := res.StatusCode, http.StatusOK; got != want {
+				t.Fatalf("login then home: status %d, want %d", got, want)
+			}
+			if !strings.Contains(string(body), "€129.99") {
+				t.Errorf("home page lacks the seeded order €129.99:\n%s", body)
+			}
+			if _, err := os.Stat(pidFile); err != nil {
+				t.Errorf("PostgreSQL not running under DATA_DIR while dev runs: %v", err)
+			}
+			key, err := os.ReadFile(filepath.Join(dataDir, "session.key"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if i == 0 {
+				firstKey = key
+			} else if string(key) != string(firstKey) {
+				t.Errorf("session.key changed between runs")
+			}
+			if st, err := os.Stat(filepath.Join(dataDir, "session.key")); err == nil && st.Mode().Perm() != 0o600 {
+				t.Errorf("session.key mode = %v, want 0600", st.Mode().Perm())
+			}
+
+			if code := p.stop(); code != 0 {
+				t.Errorf("dev exit code after SIGTERM = %d, want 0", code)
+			}
+			if _, err := os.Stat(pidFile); err == nil {
+				t.Errorf("PostgreSQL still running after dev stopped (%s exists)", pidFile)
+			}
+		})
+	}
+}
+
+func TestRun_Usage(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		args []string
+		env  map[string]string
+		want int
+		says string
+	}{
+		{"no command", nil, nil, 2, "usage: refundd"},
+		{"unknown command", []string{"frobnicate"}, nil, 2, `unknown command "frobnicate"`},
+		{"stub", []string{"worker"}, nil, 2, "not implemented yet"},
+		{"bad config", []string{"migrate"}, map[string]string{"REPLAY_WINDOW": "soon"}, 2, "REPLAY_WINDOW"},
+		{"serve without SESSION_KEY", []string{"serve"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "SESSION_KEY is required"},
+		{"extra arguments", []string{"migrate", "now"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "unexpected arguments"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var stdout, stderr strings.Builder
+			code := run(context.Background(), tc.args, func(k string) string { return tc.env[k] }, &stdout, &stderr)
+			if code != tc.want {
+				t.Errorf("exit code = %d, want %d", code, tc.want)
+			}
+			if !strings.Contains(stderr.String(), tc.says) {
+				t.Errorf("stderr = %q, want it to say %q", stderr.String(), tc.says)
+			}
+			if n := strings.Count(strings.TrimSpace(stderr.String()), "\n"); tc.says != "usage: refundd" && !strings.HasPrefix(tc.name, "unknown") && n != 0 {
+				t.Errorf("stderr has %d lines, want one:\n%s", n+1, stderr.String())
+			}
+		})
+	}
+}
+
+func TestRun_Migrate(t *testing.T) {
+	t.Parallel()
+	u := storetest.URL(t)
+	var stdout, stderr strings.Builder
+	code := run(context.Background(), []string{"migrate"}, func(k string) string {
+		return map[string]string{"DATABASE_URL": u}[k]
+	}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("migrate exit code = %d, want 0; stderr:\n%s", code, stderr.String())
+	}
+	if !strings.Contains(stdout.String(), "up to date") {
+		t.Errorf("stdout = %q, want it to say the database is up to date", stdout.String())
+	}
+}
+
+func newClient(t *testing.T) *http.Client {
+	t.Helper()
+	jar, err := cookiejar.New(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &http.Client{Jar: jar, Timeout: 30 * time.Second}
+}
+
+// traversableTempDir is a short folder that the postgres user can reach
+// (t.TempDir's parents are private to root). It is removed at the end.
+func traversableTempDir(t *testing.T) string {
+	t.Helper()
+	base := "/dev/shm"
+	if st, err := os.Stat(base); err != nil || !st.IsDir() {
+		base = os.TempDir()
+	}
+	dir, err := os.MkdirTemp(base, "refundd-dev-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Chmod(dir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(dir) })
+	return dir
+}
