@@ -352,6 +352,10 @@ func (s *Sim) showRefund(w http.ResponseWriter, r *http.Request) {
 
 // lookup returns the committed refund for key, ErrInFlight while a
 // request for it holds the key's lock, or ErrNotFound.
+//
+// It only looks at the lock (in pg_locks) and never takes it: a lookup that
+// took it, even briefly, would make a concurrent POST answer a spurious 409,
+// and reconcilers poll while submissions happen.
 func (s *Sim) lookup(ctx context.Context, key string) (Receipt, error) {
 	const q = `SELECT ` + receiptColumns + ` FROM provider_refunds WHERE key = $1`
 	var rc Receipt
@@ -363,22 +367,16 @@ func (s *Sim) lookup(ctx context.Context, key string) (Receipt, error) {
 	if !errors.Is(err, sql.ErrNoRows) {
 		return Receipt{}, err
 	}
-	// Not committed yet. Taking the key's lock (shared, briefly) proves no
-	// request is between its check and its commit; read again under it,
-	// since one may have committed since the first read.
-	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{ReadOnly: true})
-	if err != nil {
+	var inFlight bool
+	if err := s.db.GetContext(ctx, &inFlight, keyLocked, key); err != nil {
 		return Receipt{}, err
 	}
-	defer tx.Rollback()
-	var locked bool
-	if err := tx.GetContext(ctx, &locked, `SELECT pg_try_advisory_xact_lock_shared(`+lockKey+`)`, key); err != nil {
-		return Receipt{}, err
-	}
-	if !locked {
+	if inFlight {
 		return Receipt{}, ErrInFlight
 	}
-	err = tx.GetContext(ctx, &rc, q, key)
+	// Nothing was in flight when we looked, but a request may have
+	// committed between the first read and that look.
+	err = s.db.GetContext(ctx, &rc, q, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Receipt{}, ErrNotFound
 	}
@@ -388,6 +386,19 @@ func (s *Sim) lookup(ctx context.Context, key string) (Receipt, error) {
 	rc.CreatedAt = rc.CreatedAt.UTC()
 	return rc, nil
 }
+
+// keyLocked reports whether some session holds the advisory lock of key $1.
+// A bigint advisory lock shows in pg_locks as classid = high 32 bits,
+// objid = low 32 bits, objsubid = 1.
+const keyLocked = `
+	WITH k AS (SELECT ` + lockKey + ` AS v)
+	SELECT EXISTS (
+		SELECT 1 FROM pg_locks, k
+		WHERE locktype = 'advisory' AND granted
+		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+		  AND classid = ((k.v >> 32) & 4294967295)::oid
+		  AND objid = (k.v & 4294967295)::oid
+		  AND objsubid = 1)`
 
 func (s *Sim) listRefunds(w http.ResponseWriter, r *http.Request) {
 	refunds := []Receipt{}

@@ -499,7 +499,15 @@ func TestServer_StopEndsHeldAnswers(t *testing.T) {
 		done <- err
 	}()
 	waitFor(t, "the held refund to commit", func() bool {
+		select {
+		case err := <-done:
+			t.Fatalf("Refund returned while held: %v", err)
+		default:
+		}
 		_, err := c.Lookup(t.Context(), "op-1")
+		if err != nil {
+			t.Logf("lookup: %v", err)
+		}
 		return err == nil
 	})
 	stopped := make(chan struct{})
