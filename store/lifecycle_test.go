@@ -60,6 +60,8 @@ func stateAfter(evs []store.Event) string {
 		switch e.Type {
 		case store.EventRunCreated:
 			state = store.StateCreated
+		case store.EventRunPlanning:
+			state = store.StatePlanning
 		case store.EventApprovalRequested:
 			state = store.StateAwaitingApproval
 		case store.EventApprovalGranted, store.EventOperationSubmitted:

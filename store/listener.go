@@ -31,6 +31,10 @@ func NewListener(url string, logger *slog.Logger) *Listener {
 	return &Listener{url: url, logger: logger, subs: map[string]map[chan struct{}]struct{}{}}
 }
 
+// AllRuns is the topic woken by an append to any run: workers wait on it
+// for new work.
+const AllRuns = "runs"
+
 // Topics a subscriber can wait on.
 func RunTopic(runID string) string   { return "run:" + runID }
 func UserTopic(userID string) string { return "user:" + userID }
@@ -87,6 +91,7 @@ func (l *Listener) dispatch(n *pq.Notification) {
 	case ChannelEvents:
 		runID, _, _ := strings.Cut(n.Extra, ":")
 		wakeAll(l.subs[RunTopic(runID)])
+		wakeAll(l.subs[AllRuns])
 	case ChannelGrants:
 		wakeAll(l.subs[UserTopic(n.Extra)])
 	}

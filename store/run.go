@@ -280,3 +280,15 @@ func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, 
 
 var states = []string{StateCreated, StatePlanning, StateAwaitingApproval, StateSubmitting,
 	StateReconciling, StateCompleted, StateFailed, StateCanceled}
+
+// Transition moves a run from one state to another with the events that
+// record it. A run no longer in from is ErrAlreadyDone: someone moved it.
+func (s *Store) Transition(ctx context.Context, runID uuid.UUID, from, to string, evs ...NewEvent) (*Run, error) {
+	run, _, err := s.Mutate(ctx, runID, func(_ *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+		if r.State != from {
+			return "", nil, ErrAlreadyDone
+		}
+		return to, evs, nil
+	})
+	return run, err
+}

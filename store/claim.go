@@ -1,0 +1,85 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// ErrLeaseLost means another worker holds the run now: this worker's lease
+// expired and it must stop working on the run at once.
+var ErrLeaseLost = errors.New("store: lease lost")
+
+// ClaimRun leases the oldest unfinished run whose next attempt is due and
+// that no live lease holds, for worker until lease runs out. SKIP LOCKED lets
+// any number of workers claim side by side without waiting for each other.
+// It returns ErrNotFound when there is nothing to do.
+func (s *Store) ClaimRun(ctx context.Context, worker string, lease time.Duration) (*Run, error) {
+	var r Run
+	err := s.db.GetContext(ctx, &r, `
+UPDATE runs SET lease_owner = $1, lease_expires_at = now() + $2::interval
+WHERE id = (
+    SELECT id FROM runs
+    WHERE state NOT IN ('completed', 'failed', 'canceled')
+      AND next_attempt_at <= now()
+      AND (lease_expires_at IS NULL OR lease_expires_at < now())
+    ORDER BY next_attempt_at
+    LIMIT 1
+    FOR UPDATE SKIP LOCKED
+)
+RETURNING `+runColumns, worker, interval(lease))
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: claim run: %w", err)
+	}
+	return &r, nil
+}
+
+// RenewLease extends worker's lease on a run, or reports ErrLeaseLost.
+func (s *Store) RenewLease(ctx context.Context, runID uuid.UUID, worker string, lease time.Duration) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE runs SET lease_expires_at = now() + $3::interval
+        WHERE id = $1 AND lease_owner = $2 AND lease_expires_at > now()`, runID, worker, interval(lease))
+	if err != nil {
+		return fmt.Errorf("store: renew lease: %w", err)
+	}
+	if n, _ := res.RowsAffected(); n == 0 {
+		return ErrLeaseLost
+	}
+	return nil
+}
+
+// ReleaseRun gives up worker's lease and sets when the run needs attention
+// next: after from now, or never by itself when after is zero (it waits for
+// a person). If anything was appended since seenSeq (a cancel, an approval),
+// the run is due at once instead, so no command waits for a timer.
+func (s *Store) ReleaseRun(ctx context.Context, runID uuid.UUID, worker string, seenSeq int64, after time.Duration) error {
+	next := "infinity"
+	if after > 0 {
+		next = time.Now().Add(after).UTC().Format(time.RFC3339Nano)
+	}
+	_, err := s.db.ExecContext(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL,
+        next_attempt_at = CASE WHEN last_seq > $3 THEN now() ELSE $4::timestamptz END
+        WHERE id = $1 AND lease_owner = $2`, runID, worker, seenSeq, next)
+	if err != nil {
+		return fmt.Errorf("store: release run: %w", err)
+	}
+	return nil
+}
+
+// NoteAttempt counts a provider call that committed nothing (the provider
+// said so), with the reason, so retries can be capped.
+func (s *Store) NoteAttempt(ctx context.Context, opID uuid.UUID, reason string) (int, error) {
+	var n int
+	err := s.db.GetContext(ctx, &n, `UPDATE operations SET attempts = attempts + 1, last_error = $2, updated_at = now()
+        WHERE id = $1 RETURNING attempts`, opID, reason)
+	if err != nil {
+		return 0, fmt.Errorf("store: note attempt: %w", err)
+	}
+	return n, nil
+}
