@@ -83,7 +83,19 @@ func NewSim(db *sqlx.DB, faults Faults) (*Sim, error) {
 	}, nil
 }
 
-// Handler returns the provider's HTTP API.
+// Handler returns the provider's HTTP API:
+//
+//	POST /refunds          Idempotency-Key header, body {"order_ref","amount","currency"}:
+//	                       201 receipt (new), 200 receipt (same key and parameters),
+//	                       400 bad input, 409 same key in flight, 422 same key with
+//	                       other parameters, 503 nothing committed
+//	GET  /refunds/{key}    200 receipt, 404 never committed, 409 in flight
+//	GET  /refunds          {"refunds":[receipt…]}, the whole ledger, oldest first
+//	GET  /admin/faults     the fault settings (see Faults for the JSON)
+//	PUT  /admin/faults     replace them; 400 invalid_faults if they make no sense
+//	POST /admin/release    let the answers held by hold_after_commit go; 204
+//
+// Errors are {"error":{"code","message"}} with the Code* constants.
 func (s *Sim) Handler() http.Handler {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /refunds", s.createRefund)

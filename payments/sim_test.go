@@ -505,9 +505,6 @@ func TestServer_StopEndsHeldAnswers(t *testing.T) {
 		default:
 		}
 		_, err := c.Lookup(t.Context(), "op-1")
-		if err != nil {
-			t.Logf("lookup: %v", err)
-		}
 		return err == nil
 	})
 	stopped := make(chan struct{})
@@ -525,5 +522,43 @@ func TestServer_StopEndsHeldAnswers(t *testing.T) {
 
 	if _, err := c.Lookup(t.Context(), "op-1"); !errors.Is(err, payments.ErrUnavailable) {
 		t.Errorf("Lookup after Stop = %v, want ErrUnavailable (connection refused)", err)
+	}
+}
+
+// A reconciler polling Lookup while a refund is being submitted must not
+// make that submission fail as "in flight".
+func TestRefund_LookupsDuringSubmitDoNotConflict(t *testing.T) {
+	t.Parallel()
+	p := mustStartProvider(t, payments.Faults{}, 0)
+	for i := range 20 {
+		key := fmt.Sprintf("op-%d", i)
+		submitted := make(chan struct{})
+		polled := make(chan error, 1)
+		go func() {
+			for {
+				select {
+				case <-submitted:
+					polled <- nil
+					return
+				default:
+				}
+				if _, err := p.client.Lookup(t.Context(), key); err != nil &&
+					!errors.Is(err, payments.ErrNotFound) && !errors.Is(err, payments.ErrInFlight) {
+					polled <- err
+					return
+				}
+			}
+		}()
+		_, err := p.client.Refund(t.Context(), refundReq(key))
+		close(submitted)
+		if err != nil {
+			t.Errorf("Refund %s while polled: %v", key, err)
+		}
+		if err := <-polled; err != nil {
+			t.Errorf("Lookup %s: %v", key, err)
+		}
+	}
+	if got, want := p.ledgerRows(t), 20; got != want {
+		t.Errorf("ledger rows = %d, want %d", got, want)
 	}
 }
