@@ -186,34 +186,44 @@ func TestRefund_ConcurrentSameKeyCommitsOnce(t *testing.T) {
 
 func TestLookup_BeforeAndAfterCommit(t *testing.T) {
 	t.Parallel()
-	p := mustStartProvider(t, payments.Faults{}, 0)
+	tests := []struct{ name, key string }{
+		{"plain key", "op-1"},
+		{"uuid key", "018f3c1e-7b2a-7cde-8f00-1234567890ab"},
+		{"key with slash, space and percent", "op/1 x%2F"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			t.Parallel()
+			p := mustStartProvider(t, payments.Faults{}, 0)
 
-	_, err := p.client.Lookup(t.Context(), "op-1")
-	if !errors.Is(err, payments.ErrNotFound) {
-		t.Fatalf("Lookup before = %v, want ErrNotFound", err)
-	}
-	if payments.Uncertain(err) {
-		t.Errorf("Uncertain(%v) = true, want false", err)
-	}
+			_, err := p.client.Lookup(t.Context(), tt.key)
+			if !errors.Is(err, payments.ErrNotFound) {
+				t.Fatalf("Lookup before = %v, want ErrNotFound", err)
+			}
+			if payments.Uncertain(err) {
+				t.Errorf("Uncertain(%v) = true, want false", err)
+			}
 
-	want, err := p.client.Refund(t.Context(), refundReq("op-1"))
-	if err != nil {
-		t.Fatalf("Refund: %v", err)
-	}
-	got, err := p.client.Lookup(t.Context(), "op-1")
-	if err != nil {
-		t.Fatalf("Lookup after: %v", err)
-	}
-	if got != want {
-		t.Errorf("Lookup = %+v, want %+v", got, want)
-	}
+			want, err := p.client.Refund(t.Context(), refundReq(tt.key))
+			if err != nil {
+				t.Fatalf("Refund: %v", err)
+			}
+			got, err := p.client.Lookup(t.Context(), tt.key)
+			if err != nil {
+				t.Fatalf("Lookup after: %v", err)
+			}
+			if got != want {
+				t.Errorf("Lookup = %+v, want %+v", got, want)
+			}
 
-	ledger, err := p.client.Ledger(t.Context())
-	if err != nil {
-		t.Fatalf("Ledger: %v", err)
-	}
-	if len(ledger) != 1 || ledger[0] != want {
-		t.Errorf("Ledger = %+v, want [%+v]", ledger, want)
+			ledger, err := p.client.Ledger(t.Context())
+			if err != nil {
+				t.Fatalf("Ledger: %v", err)
+			}
+			if len(ledger) != 1 || ledger[0] != want {
+				t.Errorf("Ledger = %+v, want [%+v]", ledger, want)
+			}
+		})
 	}
 }
 
