@@ -256,6 +256,11 @@ func (s *Sim) createRefund(w http.ResponseWriter, r *http.Request) {
 	if s.takeDecline() {
 		status, reason = StatusFailed, "declined by the card issuer"
 	}
+	// Take the release channel before the commit becomes visible, so a
+	// Release by someone who saw the commit always reaches this answer.
+	s.mu.Lock()
+	f, release := s.faults, s.release
+	s.mu.Unlock()
 	var rc Receipt
 	err = tx.GetContext(ctx, &rc, `
 		INSERT INTO provider_refunds (key, ref, status, order_ref, amount, currency, failure_reason)
@@ -274,9 +279,6 @@ func (s *Sim) createRefund(w http.ResponseWriter, r *http.Request) {
 	}
 	rc.CreatedAt = rc.CreatedAt.UTC()
 
-	s.mu.Lock()
-	f, release := s.faults, s.release
-	s.mu.Unlock()
 	switch {
 	case f.CommitThenDrop:
 		if f.DropAfter > 0 {
