@@ -44,7 +44,6 @@ type Run struct {
 	LastSeq           int64        `db:"last_seq" json:"last_seq"`
 	ReplayFloor       int64        `db:"replay_floor" json:"replay_floor"`
 	CancelRequestedAt sql.NullTime `db:"cancel_requested_at" json:"-"`
-	NextAttemptAt     time.Time    `db:"next_attempt_at" json:"-"`
 	CreatedAt         time.Time    `db:"created_at" json:"created_at"`
 	UpdatedAt         time.Time    `db:"updated_at" json:"updated_at"`
 	FinishedAt        sql.NullTime `db:"finished_at" json:"-"`
@@ -54,7 +53,7 @@ type Run struct {
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
 const runColumns = `id, owner_id, order_id, amount, currency, reason, client_request_id, state,
-    last_seq, replay_floor, cancel_requested_at, next_attempt_at, created_at, updated_at, finished_at`
+    last_seq, replay_floor, cancel_requested_at, created_at, updated_at, finished_at`
 
 // Limits on what a start request may carry.
 const (

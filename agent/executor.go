@@ -1,0 +1,437 @@
+// Package agent is refundd's executor: it claims runs with leases, walks
+// each through its state machine, narrates, moves money only through the
+// operation ledger, reconciles whatever it is unsure of, and honours cancel
+// at safe boundaries. It never decides anything from model text.
+package agent
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"runtime/debug"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+)
+
+// Config tunes an Executor. Zero values take the defaults.
+type Config struct {
+	WorkerID    string        // names this process in leases; default host-pid
+	Concurrency int           // runs worked on at once; default 4
+	Lease       time.Duration // default 30s; renewed every third of it
+	Poll        time.Duration // look for work at least this often; default 1s
+	// ApprovalThreshold: refunds of at least this many minor units need an
+	// approver. Zero (the demo policy) means every refund does.
+	ApprovalThreshold int64
+	ProviderTimeout   time.Duration // one provider call; default 5s
+	MaxAttempts       int           // provider calls refused before giving up; default 5
+	RetryBase         time.Duration // first retry delay, doubled each time; default 500ms
+	RetryMax          time.Duration // cap on a retry delay; default 30s
+	ChunkEvery        time.Duration // narration chunking; default 100ms (≤10 rows/s)
+	NarrationDelay    time.Duration // built-in narrator's delay per word
+}
+
+func (c *Config) fill() {
+	host, _ := os.Hostname()
+	c.WorkerID = cmp.Or(c.WorkerID, fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8]))
+	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.Lease = cmp.Or(c.Lease, 30*time.Second)
+	c.Poll = cmp.Or(c.Poll, time.Second)
+	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, 5*time.Second)
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
+	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
+	c.RetryMax = cmp.Or(c.RetryMax, 30*time.Second)
+	c.ChunkEvery = cmp.Or(c.ChunkEvery, 100*time.Millisecond)
+}
+
+// Executor works on runs until stopped.
+type Executor struct {
+	cfg      Config
+	store    *store.Store
+	provider payments.Provider
+	narrator Narrator
+	listener *store.Listener // optional: wakes workers at once on new events
+	logger   *slog.Logger
+
+	stop context.CancelCauseFunc
+	wg   sync.WaitGroup
+}
+
+// New builds an executor. listener may be nil (then it polls).
+func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narrator, listener *store.Listener, logger *slog.Logger) *Executor {
+	cfg.fill()
+	if narrator == nil {
+		narrator = Builtin{Delay: cfg.NarrationDelay}
+	}
+	return &Executor{cfg: cfg, store: st, provider: provider, narrator: narrator, listener: listener,
+		logger: logger.With("worker", cfg.WorkerID)}
+}
+
+// errStopped is the cause given to work interrupted by Stop.
+var errStopped = errors.New("agent: executor stopped")
+
+// Start launches the worker loops.
+func (e *Executor) Start(ctx context.Context) {
+	ctx, e.stop = context.WithCancelCause(ctx)
+	var wake <-chan struct{}
+	if e.listener != nil {
+		var unsubscribe func()
+		wake, unsubscribe = e.listener.Subscribe(store.AllRuns)
+		context.AfterFunc(ctx, unsubscribe)
+	}
+	for range e.cfg.Concurrency {
+		e.wg.Go(func() { e.loop(ctx, wake) })
+	}
+}
+
+// Stop ends the loops and waits for them. A run being worked on is left
+// where its last commit put it; its lease runs out and any worker resumes
+// it. Safe to call twice.
+func (e *Executor) Stop() {
+	if e.stop != nil {
+		e.stop(errStopped)
+	}
+	e.wg.Wait()
+}
+
+func (e *Executor) loop(ctx context.Context, wake <-chan struct{}) {
+	t := time.NewTicker(e.cfg.Poll)
+	defer t.Stop()
+	for {
+		// Work until there is nothing due, then wait.
+		for ctx.Err() == nil {
+			run, err := e.store.ClaimRun(ctx, e.cfg.WorkerID, e.cfg.Lease)
+			if errors.Is(err, store.ErrNotFound) {
+				break
+			}
+			if err != nil {
+				if ctx.Err() == nil {
+					e.logger.Error("claim run", "err", err)
+				}
+				break
+			}
+			e.work(ctx, run)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-wake:
+		case <-t.C:
+		}
+	}
+}
+
+// work holds the lease on one claimed run while it takes steps, and gives
+// it back with the time it next needs attention.
+func (e *Executor) work(ctx context.Context, run *store.Run) {
+	ctx, cancel := context.WithCancelCause(ctx)
+	defer cancel(nil)
+	log := e.logger.With("run", run.ID)
+
+	// Keep the lease alive; losing it stops this worker's steps at once.
+	renewed := make(chan struct{})
+	go func() {
+		defer close(renewed)
+		t := time.NewTicker(e.cfg.Lease / 3)
+		defer t.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				if err := e.store.RenewLease(ctx, run.ID, e.cfg.WorkerID, e.cfg.Lease); err != nil {
+					cancel(err)
+					return
+				}
+			}
+		}
+	}()
+
+	after, seen := e.steps(ctx, log, run)
+	cancel(nil)
+	<-renewed
+	if context.Cause(ctx) == store.ErrLeaseLost {
+		log.Warn("lease lost; another worker has the run")
+		return
+	}
+	// Release even when stopping, so another worker need not wait out the
+	// lease.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := e.store.ReleaseRun(rctx, run.ID, e.cfg.WorkerID, seen, after); err != nil {
+		log.Error("release run", "err", err)
+	}
+}
+
+// steps advances the run as far as it can go now. It returns when the run
+// is finished, waits for a person, or must wait before the next try, with
+// that wait (zero: wait for a person) and the last seq it looked at.
+func (e *Executor) steps(ctx context.Context, log *slog.Logger, run *store.Run) (after time.Duration, seen int64) {
+	for ctx.Err() == nil {
+		var err error
+		run, err = e.store.RunByID(ctx, run.ID)
+		if err != nil {
+			log.Error("load run", "err", err)
+			return e.cfg.RetryBase, 0
+		}
+		seen = run.LastSeq
+		if store.Terminal(run.State) {
+			return 0, seen
+		}
+		wait, done, err := e.step(ctx, log, run)
+		switch {
+		case err != nil && ctx.Err() != nil:
+			return e.cfg.RetryBase, seen
+		case err != nil:
+			log.Error("step failed", "state", run.State, "err", err)
+			return e.backoff(1), seen
+		case done:
+			return wait, seen
+		}
+	}
+	return e.cfg.RetryBase, seen
+}
+
+// step takes one step; done means stop for now and come back after wait.
+// A panic in a step is recovered: it fails that step, not the worker.
+func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (wait time.Duration, done bool, err error) {
+	defer func() {
+		if p := recover(); p != nil {
+			log.Error("step panicked", "state", run.State, "panic", p, "stack", string(debug.Stack()))
+			err = fmt.Errorf("agent: step %s panicked: %v", run.State, p)
+		}
+	}()
+	if run.CancelRequested() {
+		return 0, false, e.cancel(ctx, run)
+	}
+	switch run.State {
+	case store.StateCreated:
+		_, err := e.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.NewEvent{Type: store.EventRunPlanning})
+		return 0, false, ignoreDone(err)
+	case store.StatePlanning:
+		return 0, false, e.plan(ctx, run)
+	case store.StateAwaitingApproval:
+		return 0, true, nil // a person decides; Approve or cancel wakes us
+	case store.StateSubmitting, store.StateReconciling:
+		return e.settle(ctx, log, run)
+	}
+	return 0, true, fmt.Errorf("agent: no step for state %q", run.State)
+}
+
+// plan checks the request against the order and policy, narrates, and asks
+// for approval (or proceeds when the policy needs none).
+func (e *Executor) plan(ctx context.Context, run *store.Run) error {
+	order, err := e.store.OrderByID(ctx, run.OrderID)
+	if errors.Is(err, store.ErrNotFound) {
+		return e.finish(ctx, run, store.StateFailed, "We could not find the order for this refund, so nothing was refunded.")
+	}
+	if err != nil {
+		return err
+	}
+	if run.Currency != order.Currency || run.Amount > order.Amount {
+		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
+			"This refund of %s does not fit order #%d (paid %s), so nothing was refunded.",
+			store.FormatMoney(run.Amount, run.Currency), order.ID, store.FormatMoney(order.Amount, order.Currency)))
+	}
+	needsOK := run.Amount >= e.cfg.ApprovalThreshold
+	if err := e.narrate(ctx, run, Facts{Stage: "planning", OrderID: order.ID, Description: order.Description,
+		Paid: store.FormatMoney(order.Amount, order.Currency), Amount: store.FormatMoney(run.Amount, run.Currency),
+		Reason: run.Reason, NeedsOK: needsOK}); err != nil {
+		return err
+	}
+	proposal := map[string]any{"action": "refund", "order_id": order.ID, "amount": run.Amount, "currency": run.Currency}
+	if needsOK {
+		_, err := e.store.RequestApproval(ctx, run.ID, proposal)
+		return ignoreDone(err)
+	}
+	_, err = e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,
+		store.NewEvent{Type: store.EventActionProposed, Payload: proposal},
+		store.NewEvent{Type: store.EventApprovalGranted, Payload: map[string]any{"by": "policy"}})
+	return ignoreDone(err)
+}
+
+// settle gets the run's refund to a known outcome through the ledger:
+// record intent, call the provider, record what it confirmed; or, when an
+// earlier attempt's outcome is unknown, ask the provider before anything else.
+func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run) (time.Duration, bool, error) {
+	op, err := e.store.SubmitOperation(ctx, run.ID)
+	fresh := err == nil
+	if err != nil && !errors.Is(err, store.ErrAlreadyDone) {
+		if store.ErrorCode(err) == store.CodeConflict {
+			return 0, true, e.finish(ctx, run, store.StateFailed,
+				"This refund would take the order's refunds past what was paid, so nothing was refunded.")
+		}
+		return 0, false, err
+	}
+	switch op.State {
+	case store.OpSucceeded:
+		return 0, true, e.finishRefunded(ctx, run, op)
+	case store.OpFailed:
+		return 0, true, e.finish(ctx, run, store.StateFailed, failedMessage(op))
+	}
+	if fresh {
+		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(op.Amount, op.Currency)}); err != nil {
+			return 0, false, err
+		}
+		// The last safe boundary: a cancel that arrived until now stops the
+		// refund before the provider hears of it.
+		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
+			return 0, false, err
+		}
+		return e.submit(ctx, log, run, op)
+	}
+	// An operation we did not just create: an earlier call may have reached
+	// the provider. Never re-run it blind; ask the provider first.
+	rc, err := e.lookup(ctx, op)
+	switch {
+	case err == nil:
+		return 0, false, e.record(ctx, op, rc)
+	case errors.Is(err, payments.ErrNotFound):
+		// Only now may it be submitted again, with the same key.
+		return e.submit(ctx, log, run, op)
+	default:
+		log.Warn("reconcile: provider lookup failed", "op", op.ID, "err", err)
+		if op.State != store.OpReconciling {
+			if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
+				Reason: "could not confirm the result yet: " + err.Error()}); ignoreDone(err) != nil {
+				return 0, false, err
+			}
+		}
+		n, _ := e.store.NoteAttempt(ctx, op.ID, err.Error())
+		return e.backoff(n), true, nil
+	}
+}
+
+// submit calls the provider for op and records what is known afterwards.
+func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run, op *store.Operation) (time.Duration, bool, error) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
+	rc, err := e.provider.Refund(cctx, payments.RefundRequest{Key: op.ID.String(),
+		OrderRef: fmt.Sprint(run.OrderID), Amount: op.Amount, Currency: op.Currency})
+	cancel()
+	switch {
+	case err == nil:
+		return 0, false, e.record(ctx, op, rc)
+	case ctx.Err() != nil:
+		// We are stopping or lost the lease: whoever goes on reconciles.
+		return 0, false, ctx.Err()
+	case payments.Uncertain(err):
+		_, rerr := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
+			Reason: "no answer from the payment provider: " + err.Error()})
+		return 0, false, ignoreDone(rerr)
+	}
+	// The provider says it committed nothing: retry later, up to a cap.
+	n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+	if nerr != nil {
+		return 0, false, nerr
+	}
+	log.Warn("provider refused; will retry", "op", op.ID, "attempt", n, "err", err)
+	if n < e.cfg.MaxAttempts && !errors.Is(err, payments.ErrMismatch) && !errors.Is(err, payments.ErrInvalid) {
+		return e.backoff(n), true, nil
+	}
+	if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed,
+		Reason: "the payment provider was unavailable"}); ignoreDone(err) != nil {
+		return 0, false, err
+	}
+	return 0, true, e.finish(ctx, run, store.StateFailed,
+		"The payment provider could not take the refund after several tries. Nothing was refunded; please try again later.")
+}
+
+func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
+	defer cancel()
+	return e.provider.Lookup(cctx, op.ID.String())
+}
+
+// record commits the provider's receipt for op.
+func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.Receipt) error {
+	out := store.Outcome{State: store.OpSucceeded, ProviderRef: rc.Ref}
+	if rc.Status != payments.StatusSucceeded {
+		out = store.Outcome{State: store.OpFailed, Reason: cmp.Or(rc.FailureReason, "declined by the payment provider")}
+	}
+	_, err := e.store.RecordOutcome(ctx, op.ID, out)
+	return ignoreDone(err)
+}
+
+// cancel honours a cancel request at a safe boundary. Before any operation
+// exists, the run ends canceled. Once one exists, the provider may have it:
+// reconcile first, then end completed with cancel.too_late, or canceled if
+// the provider confirms nothing happened.
+func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
+	ops, err := e.store.OperationsByRun(ctx, run.ID)
+	if err != nil {
+		return err
+	}
+	if len(ops) == 0 {
+		return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
+	}
+	op := &ops[0]
+	if op.State == store.OpSubmitted || op.State == store.OpReconciling {
+		rc, err := e.lookup(ctx, op)
+		switch {
+		case err == nil:
+			if err := e.record(ctx, op, rc); err != nil {
+				return err
+			}
+		case errors.Is(err, payments.ErrNotFound):
+			if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed,
+				Reason: "canceled before the payment provider received it"}); ignoreDone(err) != nil {
+				return err
+			}
+		default:
+			return fmt.Errorf("agent: reconcile before cancel: %w", err)
+		}
+		if ops, err = e.store.OperationsByRun(ctx, run.ID); err != nil {
+			return err
+		}
+		op = &ops[0]
+	}
+	if op.State == store.OpSucceeded {
+		return e.finishRefunded(ctx, run, op)
+	}
+	return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
+}
+
+func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store.Operation) error {
+	msg := fmt.Sprintf("Refunded %s to your original payment method. The payment provider's reference is %s.",
+		store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String)
+	var extra []store.NewEvent
+	if r, err := e.store.RunByID(ctx, run.ID); err == nil && r.CancelRequested() {
+		msg = "Your cancel arrived too late: the refund had already reached the payment provider. " + msg
+		extra = append(extra, store.NewEvent{Type: store.EventCancelTooLate, Payload: map[string]any{"operation_id": op.ID}})
+	}
+	_, err := e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)
+	return ignoreDone(err)
+}
+
+func (e *Executor) finish(ctx context.Context, run *store.Run, state, msg string) error {
+	_, err := e.store.FinishRun(ctx, run.ID, state, msg)
+	return ignoreDone(err)
+}
+
+func failedMessage(op *store.Operation) string {
+	return fmt.Sprintf("The payment provider did not refund %s (%s). No money moved.",
+		store.FormatMoney(op.Amount, op.Currency), cmp.Or(op.LastError, "declined"))
+}
+
+// backoff is the wait before the nth retry: doubling from RetryBase, capped.
+func (e *Executor) backoff(n int) time.Duration {
+	d := e.cfg.RetryBase
+	for i := 1; i < n && d < e.cfg.RetryMax; i++ {
+		d *= 2
+	}
+	return min(d, e.cfg.RetryMax)
+}
+
+func ignoreDone(err error) error {
+	if errors.Is(err, store.ErrAlreadyDone) {
+		return nil
+	}
+	return err
+}

@@ -1,0 +1,499 @@
+package agent_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http/httptest"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+
+// env is a database, a simulated provider on loopback, a customer with an
+// order, and an approver.
+type env struct {
+	t        *testing.T
+	s        *store.Store
+	sim      *payments.Sim
+	client   *payments.Client
+	customer *store.User
+	approver *store.User
+	order    *store.Order
+}
+
+func newEnv(t *testing.T, faults payments.Faults) *env {
+	t.Helper()
+	ctx := context.Background()
+	s := storetest.MustOpen(t)
+	db, err := sqlx.Open("postgres", s.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sim, err := payments.NewSim(db, faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(sim.Handler())
+	t.Cleanup(srv.Close)
+	t.Cleanup(sim.Close)
+	client := payments.NewClient(srv.URL, 10*time.Second)
+	c, err := s.CreateUser(ctx, "c@example.com", "C", store.RoleCustomer, "pw", store.GrantRefundAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	a, err := s.CreateUser(ctx, "a@example.com", "A", store.RoleApprover, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	o, err := s.CreateOrder(ctx, c.ID, "Shoes", 1_000_000, "EUR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &env{t: t, s: s, sim: sim, client: client, customer: c, approver: a, order: o}
+}
+
+// executor starts a worker with test-speed settings; it is stopped at the
+// end of the test.
+func (e *env) executor(cfg agent.Config, narrator agent.Narrator) *agent.Executor {
+	e.t.Helper()
+	cfg.Poll = 20 * time.Millisecond
+	if cfg.ProviderTimeout == 0 {
+		cfg.ProviderTimeout = 2 * time.Second
+	}
+	if cfg.RetryBase == 0 {
+		cfg.RetryBase = 20 * time.Millisecond
+	}
+	l := store.NewListener(e.s.URL(), logger(e.t))
+	if err := l.Start(context.Background()); err != nil {
+		e.t.Fatal(err)
+	}
+	x := agent.New(cfg, e.s, e.client, narrator, l, logger(e.t))
+	x.Start(context.Background())
+	e.t.Cleanup(func() {
+		x.Stop()
+		l.Stop()
+	})
+	return x
+}
+
+func (e *env) start(amount int64) *store.Run {
+	e.t.Helper()
+	r, _, err := e.s.StartRun(context.Background(), store.StartRequest{OwnerID: e.customer.ID,
+		ClientRequestID: uuid.NewString(), OrderID: e.order.ID, Amount: amount, Reason: "arrived broken"})
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return r
+}
+
+// waitState waits until the run is in state, failing after 20 seconds.
+func (e *env) waitState(runID uuid.UUID, state string) *store.Run {
+	e.t.Helper()
+	var r *store.Run
+	e.waitFor(fmt.Sprintf("run %s to be %s", runID, state), func() bool {
+		var err error
+		r, err = e.s.RunByID(context.Background(), runID)
+		if err != nil {
+			e.t.Fatal(err)
+		}
+		return r.State == state
+	})
+	return r
+}
+
+func (e *env) waitFor(what string, cond func() bool) {
+	e.t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			e.t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (e *env) types(runID uuid.UUID) []string {
+	e.t.Helper()
+	var types []string
+	if err := e.s.DB().Select(&types, `SELECT type FROM run_events WHERE run_id = $1 AND class = 'business' ORDER BY seq`, runID); err != nil {
+		e.t.Fatal(err)
+	}
+	return types
+}
+
+func (e *env) ledger() []payments.Receipt {
+	e.t.Helper()
+	l, err := e.client.Ledger(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	return l
+}
+
+func (e *env) verify() {
+	e.t.Helper()
+	problems, err := e.s.Verify(context.Background())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	if len(problems) > 0 {
+		e.t.Errorf("verify: %s", strings.Join(problems, "\n"))
+	}
+}
+
+func logger(t *testing.T) *slog.Logger {
+	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
+}
+
+func TestExecutor_HappyPathWithApproval(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	e.executor(agent.Config{}, nil)
+	run := e.start(4000)
+	e.waitState(run.ID, store.StateAwaitingApproval)
+	if got := len(e.ledger()); got != 0 {
+		t.Fatalf("provider ledger has %d refunds before approval, want 0", got)
+	}
+	if _, err := e.s.Approve(context.Background(), run.ID, e.approver.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+
+	ledger := e.ledger()
+	if len(ledger) != 1 {
+		t.Fatalf("provider ledger = %d refunds, want 1", len(ledger))
+	}
+	snap, err := e.s.Snapshot(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := snap.Operations[0]
+	if ledger[0].Key != op.ID.String() || ledger[0].Amount != 4000 || op.ProviderRef.String != ledger[0].Ref {
+		t.Errorf("ledger %+v does not match operation %s (ref %q)", ledger[0], op.ID, op.ProviderRef.String)
+	}
+	if !strings.Contains(snap.FinalMessage.Body, ledger[0].Ref) {
+		t.Errorf("final message %q does not name the provider reference %s", snap.FinalMessage.Body, ledger[0].Ref)
+	}
+	want := "run.created,run.planning,action.proposed,approval.requested,approval.granted," +
+		"operation.submitted,operation.succeeded,message.final,run.completed"
+	if got := strings.Join(e.types(run.ID), ","); got != want {
+		t.Errorf("business events:\n got %s\nwant %s", got, want)
+	}
+	var narration int
+	if err := e.s.DB().Get(&narration, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'narration.delta'`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if narration == 0 {
+		t.Error("no narration was appended")
+	}
+	e.verify()
+}
+
+// watchNarrator records how often each run is narrated and fails if two
+// workers narrate one run at the same time.
+type watchNarrator struct {
+	t      *testing.T
+	mu     sync.Mutex
+	active map[string]bool
+	calls  map[string]int
+}
+
+func (w *watchNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
+	key := fmt.Sprintf("%d/%s", f.OrderID, f.Stage)
+	if f.Stage == "submitting" {
+		key = f.Amount + "/submitting"
+	}
+	w.mu.Lock()
+	if w.active[key] {
+		w.t.Errorf("%s narrated by two workers at once", key)
+	}
+	w.active[key] = true
+	w.calls[key]++
+	w.mu.Unlock()
+	defer func() {
+		w.mu.Lock()
+		w.active[key] = false
+		w.mu.Unlock()
+	}()
+	return agent.Builtin{Delay: time.Millisecond}.Narrate(ctx, f, emit)
+}
+
+func TestExecutor_TwoWorkersManyRuns(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	ctx := context.Background()
+	w := &watchNarrator{t: t, active: map[string]bool{}, calls: map[string]int{}}
+	// No approval needed: the runs go straight through, and both workers
+	// compete for them.
+	cfg := agent.Config{ApprovalThreshold: 1 << 40, Concurrency: 3}
+	cfg.WorkerID = "w1"
+	e.executor(cfg, w)
+	cfg.WorkerID = "w2"
+	e.executor(cfg, w)
+	const n = 30
+	var runs []uuid.UUID
+	for i := range n {
+		// One order per run, so the narrator can tell runs apart.
+		o, err := e.s.CreateOrder(ctx, e.customer.ID, fmt.Sprintf("item %d", i), 1000, "EUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		r, _, err := e.s.StartRun(ctx, store.StartRequest{OwnerID: e.customer.ID, ClientRequestID: uuid.NewString(),
+			OrderID: o.ID, Amount: int64(100 + i), Reason: "x"})
+		if err != nil {
+			t.Fatal(err)
+		}
+		runs = append(runs, r.ID)
+	}
+	for _, id := range runs {
+		e.waitState(id, store.StateCompleted)
+	}
+	if got := len(e.ledger()); got != n {
+		t.Errorf("provider ledger = %d refunds, want %d", got, n)
+	}
+	var dup []string
+	if err := e.s.DB().Select(&dup, `SELECT run_id::text || ' ' || type FROM run_events WHERE class = 'business'
+        GROUP BY run_id, type HAVING count(*) > 1`); err != nil {
+		t.Fatal(err)
+	}
+	if len(dup) > 0 {
+		t.Errorf("business events logged twice: %v", dup)
+	}
+	w.mu.Lock()
+	for k, c := range w.calls {
+		if c != 1 {
+			t.Errorf("%s narrated %d times, want 1", k, c)
+		}
+	}
+	w.mu.Unlock()
+	var workers []string
+	if err := e.s.DB().Select(&workers, `SELECT DISTINCT lease_owner FROM runs WHERE lease_owner IS NOT NULL`); err != nil {
+		t.Fatal(err)
+	}
+	if len(workers) != 0 {
+		t.Errorf("leases still held after completion by %v", workers)
+	}
+	e.verify()
+}
+
+func TestExecutor_CancelBeforeProviderCall(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	e.executor(agent.Config{}, nil)
+	run := e.start(500)
+	e.waitState(run.ID, store.StateAwaitingApproval)
+	if _, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCanceled)
+	if got := len(e.ledger()); got != 0 {
+		t.Errorf("provider ledger = %d refunds, want 0", got)
+	}
+	if got, want := strings.Join(e.types(run.ID), ","), "run.created,run.planning,action.proposed,approval.requested,"+
+		"cancel.requested,message.final,run.canceled"; got != want {
+		t.Errorf("business events:\n got %s\nwant %s", got, want)
+	}
+	e.verify()
+}
+
+func TestExecutor_CancelAfterProviderCommitIsTooLate(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{HoldAfterCommit: true})
+	e.executor(agent.Config{ProviderTimeout: 20 * time.Second}, nil)
+	ctx := context.Background()
+	run := e.start(700)
+	e.waitState(run.ID, store.StateAwaitingApproval)
+	if _, err := e.s.Approve(ctx, run.ID, e.approver.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.waitFor("the provider to commit the refund", func() bool { return len(e.ledger()) == 1 })
+	if _, err := e.s.RequestCancel(ctx, run.ID, e.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.sim.Release()
+	r := e.waitState(run.ID, store.StateCompleted)
+	types := strings.Join(e.types(r.ID), ",")
+	if !strings.Contains(types, "cancel.requested") || !strings.Contains(types, "operation.succeeded,cancel.too_late,message.final,run.completed") {
+		t.Errorf("business events = %s, want cancel.requested ... operation.succeeded,cancel.too_late,message.final,run.completed", types)
+	}
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+	snap, err := e.s.Snapshot(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(snap.FinalMessage.Body, "too late") {
+		t.Errorf("final message %q does not say the cancel was too late", snap.FinalMessage.Body)
+	}
+	e.verify()
+}
+
+func TestExecutor_LostResponseIsReconciled(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{CommitThenDrop: true})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 300 * time.Millisecond}, nil)
+	run := e.start(900)
+	e.waitState(run.ID, store.StateCompleted)
+	types := strings.Join(e.types(run.ID), ",")
+	if !strings.Contains(types, "operation.submitted,operation.reconciling,operation.succeeded") {
+		t.Errorf("business events = %s, want operation.submitted,operation.reconciling,operation.succeeded", types)
+	}
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+	e.verify()
+}
+
+func TestExecutor_UnknownOutcomeNeverCommittedIsSubmittedAgainWithSameKey(t *testing.T) {
+	t.Parallel()
+	// The provider is slow: the call times out before it commits, so the
+	// outcome is unknown; the provider then says it never happened.
+	e := newEnv(t, payments.Faults{Latency: 5 * time.Second})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond}, nil)
+	run := e.start(300)
+	e.waitState(run.ID, store.StateReconciling)
+	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	ledger := e.ledger()
+	ops, err := e.s.OperationsByRun(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ledger) != 1 || ledger[0].Key != ops[0].ID.String() {
+		t.Errorf("provider ledger = %+v, want one refund under key %s", ledger, ops[0].ID)
+	}
+	e.verify()
+}
+
+func TestExecutor_Provider5xx(t *testing.T) {
+	t.Parallel()
+	t.Run("retries then succeeds", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, payments.Faults{Error5xxNext: 2})
+		e.executor(agent.Config{ApprovalThreshold: 1 << 40}, nil)
+		run := e.start(100)
+		e.waitState(run.ID, store.StateCompleted)
+		if got := len(e.ledger()); got != 1 {
+			t.Errorf("provider ledger = %d refunds, want 1", got)
+		}
+		e.verify()
+	})
+	t.Run("gives up after the cap and fails the run", func(t *testing.T) {
+		t.Parallel()
+		e := newEnv(t, payments.Faults{FailBeforeCommit: true})
+		e.executor(agent.Config{ApprovalThreshold: 1 << 40, MaxAttempts: 3}, nil)
+		run := e.start(100)
+		e.waitState(run.ID, store.StateFailed)
+		snap, err := e.s.Snapshot(context.Background(), run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if op := snap.Operations[0]; op.State != store.OpFailed || op.Attempts < 3 {
+			t.Errorf("operation %s after %d attempts, want failed after 3", op.State, op.Attempts)
+		}
+		if !strings.Contains(snap.FinalMessage.Body, "Nothing was refunded") {
+			t.Errorf("final message = %q, want it to say nothing was refunded", snap.FinalMessage.Body)
+		}
+		if got := len(e.ledger()); got != 0 {
+			t.Errorf("provider ledger = %d refunds, want 0", got)
+		}
+		e.verify()
+	})
+}
+
+func TestExecutor_DeclinedRefundFailsRun(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{DeclineNext: 1})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40}, nil)
+	run := e.start(100)
+	e.waitState(run.ID, store.StateFailed)
+	if got := strings.Join(e.types(run.ID), ","); !strings.Contains(got, "operation.failed,message.final,run.failed") {
+		t.Errorf("business events = %s", got)
+	}
+	e.verify()
+}
+
+// panicky panics when narrating one order and behaves otherwise.
+type panicky struct{ orderID int64 }
+
+func (p panicky) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
+	if f.OrderID == p.orderID {
+		panic("narrator exploded")
+	}
+	return agent.Builtin{}.Narrate(ctx, f, emit)
+}
+
+func TestExecutor_PanicFailsStepNotWorker(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	ctx := context.Background()
+	bad, err := e.s.CreateOrder(ctx, e.customer.ID, "cursed", 1000, "EUR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, Concurrency: 1}, panicky{orderID: bad.ID})
+	badRun, _, err := e.s.StartRun(ctx, store.StartRequest{OwnerID: e.customer.ID, ClientRequestID: "bad", OrderID: bad.ID, Amount: 100, Reason: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	good := e.start(100)
+	e.waitState(good.ID, store.StateCompleted)
+	r, err := e.s.RunByID(ctx, badRun.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if store.Terminal(r.State) {
+		t.Errorf("panicking run is %s, want it left unfinished for a retry", r.State)
+	}
+}
+
+func TestNarration_ChunkedNotPerToken(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	start := time.Now()
+	e.executor(agent.Config{NarrationDelay: 5 * time.Millisecond}, nil)
+	run := e.start(100)
+	e.waitState(run.ID, store.StateAwaitingApproval)
+	elapsed := time.Since(start)
+	var payloads []json.RawMessage
+	if err := e.s.DB().Select(&payloads, `SELECT payload FROM run_events WHERE run_id = $1 AND type = 'narration.delta' ORDER BY seq`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	var text strings.Builder
+	for _, p := range payloads {
+		var d struct{ Text string }
+		if err := json.Unmarshal(p, &d); err != nil {
+			t.Fatal(err)
+		}
+		text.WriteString(d.Text)
+	}
+	words := len(strings.Fields(text.String()))
+	if words < 20 {
+		t.Fatalf("narration = %q, want a few sentences", text.String())
+	}
+	// At most ~10 rows a second (plus the final flush), far fewer than words.
+	if max := int(elapsed/(100*time.Millisecond)) + 2; len(payloads) > max || len(payloads) >= words {
+		t.Errorf("%d narration rows for %d words in %v, want at most %d", len(payloads), words, elapsed, max)
+	}
+	if !strings.Contains(text.String(), "arrived broken") {
+		t.Errorf("narration %q does not mention the reason", text.String())
+	}
+}

@@ -1,0 +1,128 @@
+package agent
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/refundd/refundd/store"
+)
+
+// Facts are what the narrator may talk about. Narration is presentation
+// only: nothing it says changes a run.
+type Facts struct {
+	Stage       string // "planning", "approval", "submitting", "done"
+	OrderID     int64
+	Description string
+	Paid        string // formatted money
+	Amount      string
+	Reason      string
+	NeedsOK     bool
+	Outcome     string
+}
+
+// Narrator streams text about a run, piece by piece, to emit.
+type Narrator interface {
+	Narrate(ctx context.Context, f Facts, emit func(text string) error) error
+}
+
+// Builtin is the narrator that needs no model: it writes plain sentences
+// from the facts, a word at a time with a small delay, like a model would.
+type Builtin struct {
+	Delay time.Duration // between words; zero in tests
+}
+
+var _ Narrator = Builtin{}
+
+// Narrate speaks the built-in lines for the stage.
+func (b Builtin) Narrate(ctx context.Context, f Facts, emit func(string) error) error {
+	text := builtinText(f)
+	words := strings.SplitAfter(text, " ")
+	for _, w := range words {
+		if err := emit(w); err != nil {
+			return err
+		}
+		if b.Delay > 0 {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-time.After(b.Delay):
+			}
+		}
+	}
+	return nil
+}
+
+func builtinText(f Facts) string {
+	switch f.Stage {
+	case "planning":
+		s := fmt.Sprintf("I'm looking at order #%d, %s, paid %s. You asked for %s back because: %q. ",
+			f.OrderID, f.Description, f.Paid, f.Amount, f.Reason)
+		s += "That is within what is still refundable on this order. "
+		if f.NeedsOK {
+			s += "Refunds need an approver's OK, so I am asking for one now. "
+		} else {
+			s += "It is small enough to go ahead without an approval. "
+		}
+		return s
+	case "submitting":
+		return fmt.Sprintf("Approved. I'm asking the payment provider to refund %s. ", f.Amount)
+	default:
+		return ""
+	}
+}
+
+// chunker turns a stream of small pieces of text into narration.delta
+// events of at most about ten per second, never one row per token.
+type chunker struct {
+	st    *store.Store
+	run   *store.Run
+	every time.Duration
+	buf   strings.Builder
+	last  time.Time
+}
+
+func (c *chunker) emit(ctx context.Context, text string) error {
+	c.buf.WriteString(text)
+	if time.Since(c.last) < c.every {
+		return nil
+	}
+	return c.flush(ctx)
+}
+
+func (c *chunker) flush(ctx context.Context) error {
+	if c.buf.Len() == 0 {
+		return nil
+	}
+	text := c.buf.String()
+	c.buf.Reset()
+	c.last = time.Now()
+	_, err := c.st.Append(ctx, c.run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}})
+	return err
+}
+
+// narrate runs the narrator for the facts, falling back to the built-in one
+// when it fails: a model's failure never fails a refund. What the model
+// already said stays said.
+func (e *Executor) narrate(ctx context.Context, run *store.Run, f Facts) error {
+	c := &chunker{st: e.store, run: run, every: e.cfg.ChunkEvery, last: time.Now()}
+	said := false
+	emit := func(s string) error {
+		said = said || s != ""
+		return c.emit(ctx, s)
+	}
+	if err := e.narrator.Narrate(ctx, f, emit); err != nil {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		e.logger.Warn("narrator failed; using the built-in one", "run", run.ID, "err", err)
+		if said {
+			_ = emit("\n")
+		}
+		if err := (Builtin{Delay: e.cfg.NarrationDelay}).Narrate(ctx, f, emit); err != nil {
+			return err
+		}
+	}
+	return c.flush(ctx)
+}
