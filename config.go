@@ -23,6 +23,15 @@ type Config struct {
 	SessionKey   string        // SESSION_KEY: secret the session cookie keys derive from
 	CookieSecure bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
 	ReplayWindow time.Duration // REPLAY_WINDOW: how long presentation events are kept
+	// BUSINESS_RETENTION: how long finished runs' business events are kept;
+	// zero (the default) keeps them forever.
+	BusinessRetention time.Duration
+	// APPROVAL_THRESHOLD: refunds of at least this many minor units need an
+	// approver; 0 (the demo policy) means every refund does.
+	ApprovalThreshold int64
+	// WORKER_LEASE: how long a worker's claim on a run lasts without
+	// renewal; after a crash, another worker resumes the run this much later.
+	WorkerLease time.Duration
 
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
 	ModelName    string // MODEL_NAME
@@ -89,6 +98,28 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			bad("REPLAY_WINDOW must be a positive duration such as 15m, got %q", v)
 		}
 		c.ReplayWindow = d
+	}
+	if v := env("BUSINESS_RETENTION"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < 0 {
+			bad("BUSINESS_RETENTION must be a duration such as 8760h (0 keeps forever), got %q", v)
+		}
+		c.BusinessRetention = d
+	}
+	c.WorkerLease = 30 * time.Second
+	if v := env("WORKER_LEASE"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d < time.Second {
+			bad("WORKER_LEASE must be a duration of at least 1s such as 30s, got %q", v)
+		}
+		c.WorkerLease = d
+	}
+	if v := env("APPROVAL_THRESHOLD"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			bad("APPROVAL_THRESHOLD must be a whole number of minor units (cents), 0 or more, got %q", v)
+		}
+		c.ApprovalThreshold = n
 	}
 	switch {
 	case c.ModelBaseURL == "" && c.ModelName == "":

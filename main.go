@@ -86,9 +86,14 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		err = runServe(ctx, cfg, args, logger, stdout)
 	case "migrate":
 		err = runMigrate(ctx, cfg, args, logger, stdout)
-	case "worker", "provider", "events", "verify":
-		fmt.Fprintf(stderr, "refundd %s: not implemented yet\n", name)
-		return 2
+	case "worker":
+		err = runWorker(ctx, cfg, args, logger, stdout)
+	case "provider":
+		err = runProvider(ctx, cfg, args, logger, stdout)
+	case "events":
+		err = runEvents(ctx, cfg, args, logger, stdout)
+	case "verify":
+		err = runVerify(ctx, cfg, args, logger, stdout)
 	default:
 		fmt.Fprintf(stderr, "refundd: unknown command %q\n\n%s", name, usage)
 		return 2
@@ -162,9 +167,23 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	if err != nil {
 		return err
 	}
-	// The worker and the simulated provider join here as their issues land.
+	listener, err := startListener(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	defer listener.Stop()
+	provider, err := startProvider(ctx, cfg, st)
+	if err != nil {
+		return err
+	}
+	defer provider.Stop()
+	// dev's worker talks to dev's own provider, wherever it listens.
+	cfg.ProviderURL = provider.URL()
+	stopWorker := startWorker(ctx, cfg, st, listener, logger)
+	defer stopWorker()
 	return serveHTTP(ctx, e, cfg.Addr, logger, func(url string) {
-		fmt.Fprintf(stdout, "refundd is running at %s\n\n", url)
+		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
+		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n\n", cfg.ProviderURL, cfg.ProviderURL)
 		fmt.Fprintf(stdout, "Demo logins, password %q:\n", store.DemoPassword)
 		for _, d := range store.DemoUsers {
 			fmt.Fprintf(stdout, "  %-24s %s\n", d.Email, d.Role)

@@ -159,7 +159,7 @@ func TestBrowser_CustomerLogsInAndSeesHome(t *testing.T) {
 func TestDev_PrivateClusterLifecycle(t *testing.T) {
 	t.Parallel()
 	dataDir := traversableTempDir(t)
-	env := map[string]string{"DATA_DIR": dataDir, "ADDR": "127.0.0.1:0"}
+	env := map[string]string{"DATA_DIR": dataDir, "ADDR": "127.0.0.1:0", "PROVIDER_ADDR": "127.0.0.1:0"}
 	pidFile := filepath.Join(dataDir, "pg", "postmaster.pid")
 
 	var firstKey []byte

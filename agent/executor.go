@@ -288,7 +288,14 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return e.submit(ctx, log, run, op)
 	}
 	// An operation we did not just create: an earlier call may have reached
-	// the provider. Never re-run it blind; ask the provider first.
+	// the provider (a worker died mid-call, or it was refused). Never re-run
+	// it blind: say we are verifying, and ask the provider first.
+	if op.State == store.OpSubmitted {
+		if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
+			Reason: "resuming: asking the payment provider whether an earlier attempt went through"}); ignoreDone(err) != nil {
+			return 0, false, err
+		}
+	}
 	rc, err := e.lookup(ctx, op)
 	switch {
 	case err == nil:
@@ -298,12 +305,6 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return e.submit(ctx, log, run, op)
 	default:
 		log.Warn("reconcile: provider lookup failed", "op", op.ID, "err", err)
-		if op.State != store.OpReconciling {
-			if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
-				Reason: "could not confirm the result yet: " + err.Error()}); ignoreDone(err) != nil {
-				return 0, false, err
-			}
-		}
 		n, _ := e.store.NoteAttempt(ctx, op.ID, err.Error())
 		return e.backoff(n), true, nil
 	}

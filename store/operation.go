@@ -171,3 +171,12 @@ func operationsByRun(ctx context.Context, q sqlx.QueryerContext, runID uuid.UUID
 	}
 	return ops, nil
 }
+
+// AllOperations lists the whole ledger, oldest first, for verification.
+func (s *Store) AllOperations(ctx context.Context) ([]Operation, error) {
+	ops := []Operation{}
+	if err := s.db.SelectContext(ctx, &ops, `SELECT `+operationColumns+` FROM operations ORDER BY created_at`); err != nil {
+		return nil, fmt.Errorf("store: list operations: %w", err)
+	}
+	return ops, nil
+}

@@ -1,0 +1,236 @@
+package main
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+var (
+	buildOnce sync.Once
+	binPath   string
+	buildErr  error
+)
+
+// buildBinary builds the real refundd binary once per test process.
+func buildBinary(t *testing.T) string {
+	t.Helper()
+	buildOnce.Do(func() {
+		dir, err := os.MkdirTemp("", "refundd-bin-")
+		if err != nil {
+			buildErr = err
+			return
+		}
+		binPath = filepath.Join(dir, "refundd")
+		out, err := exec.Command("go", "build", "-o", binPath, ".").CombinedOutput()
+		if err != nil {
+			buildErr = fmt.Errorf("go build: %v\n%s", err, out)
+		}
+	})
+	if buildErr != nil {
+		t.Fatal(buildErr)
+	}
+	return binPath
+}
+
+// process is a refundd subcommand running as a real OS process.
+type process struct {
+	cmd  *exec.Cmd
+	out  *syncBuffer
+	done chan struct{}
+}
+
+// spawn starts `refundd <args>` with env and waits until it prints ready.
+func spawn(t *testing.T, env []string, ready string, args ...string) *process {
+	t.Helper()
+	cmd := exec.Command(buildBinary(t), args...)
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LOG_LEVEL=warn"}, env...)
+	p := &process{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	stdout, err := cmd.StdoutPipe()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cmd.Stderr = p.out
+	if err := cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	started := make(chan struct{})
+	go func() {
+		sc := bufio.NewScanner(stdout)
+		once := sync.Once{}
+		for sc.Scan() {
+			p.out.Write([]byte(sc.Text() + "\n"))
+			if strings.Contains(sc.Text(), ready) {
+				once.Do(func() { close(started) })
+			}
+		}
+	}()
+	go func() { cmd.Wait(); close(p.done) }()
+	t.Cleanup(func() {
+		p.cmd.Process.Kill()
+		<-p.done
+		if t.Failed() {
+			t.Logf("refundd %s output:\n%s", args[0], p.out.String())
+		}
+	})
+	select {
+	case <-started:
+	case <-p.done:
+		t.Fatalf("refundd %s exited early:\n%s", args[0], p.out.String())
+	case <-time.After(time.Minute):
+		t.Fatalf("refundd %s not ready within a minute:\n%s", args[0], p.out.String())
+	}
+	return p
+}
+
+// kill sends SIGKILL: no cleanup, no deferred code, like a crash.
+func (p *process) kill(t *testing.T) {
+	t.Helper()
+	if err := p.cmd.Process.Kill(); err != nil {
+		t.Fatal(err)
+	}
+	<-p.done
+}
+
+func freeAddr(t *testing.T) string {
+	t.Helper()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	return ln.Addr().String()
+}
+
+// TestCrash_WorkerKilledBetweenProviderCommitAndOurLog kills a worker with
+// SIGKILL after the provider committed a refund and before the worker could
+// log the outcome. A new worker must find out from the provider, not refund
+// again.
+func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.MustOpen(t)
+	providerAddr := freeAddr(t)
+	env := []string{"DATABASE_URL=" + st.URL(), "PROVIDER_ADDR=" + providerAddr,
+		"PROVIDER_URL=http://" + providerAddr, "WORKER_LEASE=2s"}
+
+	spawn(t, env, "simulated payment provider running", "provider")
+	provider := payments.NewClient("http://"+providerAddr, 5*time.Second)
+	defer provider.Close()
+	// The provider will commit, then hold its answer.
+	if err := provider.SetFaults(ctx, payments.Faults{HoldAfterCommit: true}); err != nil {
+		t.Fatal(err)
+	}
+
+	customer, err := st.CreateUser(ctx, "c@example.com", "C", store.RoleCustomer, "pw", store.GrantRefundAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	approver, err := st.CreateUser(ctx, "a@example.com", "A", store.RoleApprover, "pw")
+	if err != nil {
+		t.Fatal(err)
+	}
+	order, err := st.CreateOrder(ctx, customer.ID, "Shoes", 12999, "EUR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := st.StartRun(ctx, store.StartRequest{OwnerID: customer.ID, ClientRequestID: "crash-1",
+		OrderID: order.ID, Amount: 4000, Reason: "arrived broken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	worker := spawn(t, env, "worker running", "worker")
+	waitUntil(t, "the run to await approval", func() bool { return runState(t, st, run) == store.StateAwaitingApproval })
+	if _, err := st.Approve(ctx, run.ID, approver.ID); err != nil {
+		t.Fatal(err)
+	}
+	waitUntil(t, "the provider to commit the refund", func() bool {
+		l, err := provider.Ledger(ctx)
+		return err == nil && len(l) == 1
+	})
+	worker.kill(t)
+
+	// The worker died before it could log the outcome.
+	ops, err := st.OperationsByRun(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ops) != 1 || ops[0].State != store.OpSubmitted {
+		t.Fatalf("after the kill, operations = %+v, want one still submitted", ops)
+	}
+	// Later answers go out at once; the dead worker's held one is gone.
+	if err := provider.SetFaults(ctx, payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+
+	spawn(t, env, "worker running", "worker")
+	waitUntil(t, "the new worker to complete the run", func() bool { return runState(t, st, run) == store.StateCompleted })
+
+	ledger, err := provider.Ledger(ctx)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(ledger) != 1 {
+		t.Fatalf("provider ledger has %d refunds, want exactly 1", len(ledger))
+	}
+	snap, err := st.Snapshot(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	op := snap.Operations[0]
+	if op.State != store.OpSucceeded || op.ProviderRef.String != ledger[0].Ref || ledger[0].Key != op.ID.String() {
+		t.Errorf("operation %s %s ref %q; provider has key %s ref %q", op.ID, op.State, op.ProviderRef.String, ledger[0].Key, ledger[0].Ref)
+	}
+	var types []string
+	for _, e := range snap.Events {
+		if e.Class == store.ClassBusiness {
+			types = append(types, e.Type)
+		}
+	}
+	if got := strings.Join(types, ","); !strings.Contains(got, "operation.submitted,operation.reconciling,operation.succeeded,message.final,run.completed") {
+		t.Errorf("timeline = %s, want a reconciliation between submission and success", got)
+	}
+
+	cmd := exec.Command(buildBinary(t), "verify")
+	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Errorf("refundd verify: %v\n%s", err, out)
+	}
+	if !strings.Contains(string(out), "ok: every invariant holds") || strings.Contains(string(out), "skipped") {
+		t.Errorf("refundd verify did not check both ledgers cleanly:\n%s", out)
+	}
+}
+
+func runState(t *testing.T, st *store.Store, run *store.Run) string {
+	t.Helper()
+	r, err := st.RunByID(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.State
+}
+
+func waitUntil(t *testing.T, what string, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(30 * time.Second)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out waiting for %s", what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
