@@ -217,7 +217,9 @@ func TestRun_Usage(t *testing.T) {
 	}{
 		{"no command", nil, nil, 2, "usage: refundd"},
 		{"unknown command", []string{"frobnicate"}, nil, 2, `unknown command "frobnicate"`},
-		{"stub", []string{"worker"}, nil, 2, "not implemented yet"},
+		{"events without a run", []string{"events"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "--run must be a run ID"},
+		{"events with a bad flag", []string{"events", "--run", "x", "--later"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "flag provided but not defined"},
+		{"worker with arguments", []string{"worker", "now"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "unexpected arguments"},
 		{"bad config", []string{"migrate"}, map[string]string{"REPLAY_WINDOW": "soon"}, 2, "REPLAY_WINDOW"},
 		{"serve without SESSION_KEY", []string{"serve"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "SESSION_KEY is required"},
 		{"extra arguments", []string{"migrate", "now"}, map[string]string{"DATABASE_URL": "postgres://nowhere/x"}, 2, "unexpected arguments"},
