@@ -95,6 +95,16 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/logout", h.logout, session},
 
 		{http.MethodGet, "/", h.showHomePage, signedIn},
+		{http.MethodPost, "/runs", h.startRun, signedIn},
+		{http.MethodPost, "/runs/:id/approve", h.approveRun, signedIn},
+		{http.MethodPost, "/runs/:id/cancel", h.cancelRun, signedIn},
+		{http.MethodGet, "/support/runs", h.showSupportRuns, signedIn},
+
+		{http.MethodGet, "/api/orders", h.apiListOrders, signedIn},
+		{http.MethodPost, "/api/runs", h.apiStartRun, signedIn},
+		{http.MethodGet, "/api/runs/:id", h.apiShowRun, signedIn},
+		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, signedIn},
+		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, signedIn},
 	}
 }
 

@@ -54,7 +54,7 @@ func TestHomePage_Customer(t *testing.T) {
 	t.Parallel()
 	u := &store.User{ID: 7, Email: "casey@example.com", Name: "Casey <script>", Role: store.RoleCustomer}
 	orders := []store.Order{{ID: 42, Description: "Shoes", Amount: 12999, Refundable: 2999, Currency: "EUR"}}
-	doc := render(t, views.HomePage(u, orders))
+	doc := render(t, views.HomePage(u, views.Home{Orders: orders}))
 
 	if got := doc.Find("h1").Text(); got != "Hello, Casey <script>" {
 		t.Errorf("h1 = %q, want the escaped name as text", got)
@@ -77,7 +77,7 @@ func TestHomePage_Customer(t *testing.T) {
 
 func TestHomePage_CustomerWithoutOrders(t *testing.T) {
 	t.Parallel()
-	doc := render(t, views.HomePage(&store.User{Name: "N", Role: store.RoleCustomer}, nil))
+	doc := render(t, views.HomePage(&store.User{Name: "N", Role: store.RoleCustomer}, views.Home{}))
 	if !strings.Contains(doc.Find("#orders").Text(), "no orders yet") {
 		t.Errorf("#orders = %q, want it to say there are no orders", doc.Find("#orders").Text())
 	}

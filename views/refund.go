@@ -1,0 +1,43 @@
+package views
+
+import (
+	"strings"
+
+	"github.com/refundd/refundd/store"
+)
+
+// Home is what the home page shows; each role uses its own fields.
+type Home struct {
+	Orders   []store.Order // a customer's orders, with what is still refundable
+	CanStart bool          // the customer may start refunds (refund_access)
+	Form     StartForm     // the refund request form, fresh or as typed
+	Runs     []store.Run   // a customer's runs, newest first
+	Queue    []store.Run   // runs awaiting approval (approvers)
+}
+
+// StartForm is the refund request form. RequestID is the hidden client
+// request ID made when the form was first rendered: submitting the same form
+// twice starts one run. The other fields are what the customer typed, kept
+// when the form comes back with Error.
+type StartForm struct {
+	RequestID string
+	OrderID   string
+	Amount    string
+	Reason    string
+	Error     string
+}
+
+// MinorDigits is how many decimals an amount in currency has (2 for EUR,
+// 0 for JPY), so "12.50" can be read into minor units exactly.
+func MinorDigits(currency string) int {
+	if zeroDecimal[currency] {
+		return 0
+	}
+	return 2
+}
+
+// stateWords is a run state as a person reads it in a list.
+func stateWords(state string) string { return strings.ReplaceAll(state, "_", " ") }
+
+// runHref is where a run's page lives.
+func runHref(id string) string { return "/runs/" + id }
