@@ -73,6 +73,9 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) 
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET next_attempt_at = now() WHERE id = $1`, r.ID); err != nil {
 			return "", nil, fmt.Errorf("store: approve: %w", err)
 		}
+		if err := audit(ctx, tx, AuditRunApproved, RunSubject(r.ID), map[string]any{"approver_id": approverID}); err != nil {
+			return "", nil, err
+		}
 		return StateSubmitting, []NewEvent{{Type: EventApprovalGranted, Payload: map[string]any{"by": approverID}}}, nil
 	})
 	return run, err
@@ -109,6 +112,9 @@ func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int
 			return "", nil, fmt.Errorf("store: request cancel: %w", err)
 		}
 		r.CancelRequestedAt = sql.NullTime{Time: time.Now(), Valid: true}
+		if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(r.ID), map[string]any{"by": byUserID}); err != nil {
+			return "", nil, err
+		}
 		return "", []NewEvent{{Type: EventCancelRequested, Payload: map[string]any{"by": byUserID}}}, nil
 	})
 	return run, err

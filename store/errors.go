@@ -15,6 +15,7 @@ const (
 	CodeCursorInvalid       = "cursor_invalid"
 	CodeConflict            = "conflict"
 	CodeForbidden           = "forbidden"
+	CodeRateLimited         = "rate_limited"
 )
 
 // Error is an application error with a code and a message safe to show to

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -79,18 +80,31 @@ func (s *Store) loadUser(ctx context.Context, query string, arg any) (*User, err
 
 // Authenticate checks an email and password. Every failure, including a
 // disabled account, is ErrBadCredentials so the answer reveals nothing.
+// Attempts are throttled per account and per the ctx actor's address
+// (ErrTooManyAttempts, before any password check) and audited.
 func (s *Store) Authenticate(ctx context.Context, email, password string) (*User, error) {
+	email = strings.TrimSpace(email)
+	attempt, err := s.reserveLoginAttempt(ctx, email, ActorFrom(ctx).IP)
+	if err != nil {
+		return nil, err
+	}
 	u, err := s.UserByEmail(ctx, email)
 	if errors.Is(err, ErrNotFound) {
 		// Spend the same time as a real check so timing reveals nothing.
 		_ = bcrypt.CompareHashAndPassword(dummyHash, []byte(password))
-		return nil, ErrBadCredentials
+		return nil, cmp.Or(s.loginFailed(ctx, nil, email, "unknown_email"), ErrBadCredentials)
 	}
 	if err != nil {
 		return nil, err
 	}
-	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil || u.Disabled() {
-		return nil, ErrBadCredentials
+	if bcrypt.CompareHashAndPassword([]byte(u.PasswordHash), []byte(password)) != nil {
+		return nil, cmp.Or(s.loginFailed(ctx, u, email, "wrong_password"), ErrBadCredentials)
+	}
+	if u.Disabled() {
+		return nil, cmp.Or(s.loginFailed(ctx, u, email, "disabled"), ErrBadCredentials)
+	}
+	if err := s.loginSucceeded(ctx, u, email, attempt); err != nil {
+		return nil, err
 	}
 	return u, nil
 }
@@ -131,11 +145,15 @@ func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on boo
 		if on {
 			q = `INSERT INTO grants (user_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
 		}
-		if _, err := tx.ExecContext(ctx, q, userID, grant); err != nil {
+		res, err := tx.ExecContext(ctx, q, userID, grant)
+		if err != nil {
 			return fmt.Errorf("store: set grant: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
 			return fmt.Errorf("store: notify grant: %w", err)
+		}
+		if n, _ := res.RowsAffected(); n > 0 {
+			return audit(ctx, tx, grantAction(on), UserSubject(userID), map[string]any{"grant": grant})
 		}
 		return nil
 	})
