@@ -25,6 +25,11 @@ type Config struct {
 	CookieSecure bool
 	// DemoLogins lists the demo accounts on the login page (dev only).
 	DemoLogins bool
+	// Listener is the process's one LISTEN connection; live streams wait
+	// on it. Without one they poll the store every Stream.Poll.
+	Listener *store.Listener
+	// Stream tunes the live streams; zero values take the defaults.
+	Stream StreamConfig
 }
 
 // Handler holds what every handler shares. Handlers are its methods, one
@@ -35,6 +40,7 @@ type Handler struct {
 	log      *slog.Logger
 	sessions *sessions.CookieStore
 	cookie   string // the session cookie's name
+	streams  *streamHub
 }
 
 // New builds the web server's handler with every route registered.
@@ -49,6 +55,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	h := &Handler{cfg: cfg, store: st, log: logger, sessions: sess, cookie: sessionCookieName(cfg.CookieSecure)}
 
 	e := echo.New()
+	// Shutdown ends open streams at once; their clients reconnect elsewhere.
+	h.streams = newStreamHub(&h.cfg.Stream)
+	e.Server.RegisterOnShutdown(h.streams.Close)
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = h.handleError
@@ -99,10 +108,16 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/runs/:id/approve", h.approveRun, signedIn},
 		{http.MethodPost, "/runs/:id/cancel", h.cancelRun, signedIn},
 		{http.MethodGet, "/support/runs", h.showSupportRuns, signedIn},
+		{http.MethodGet, "/runs/:id", h.showRunPage, signedIn},
+		// The page's stream answers a missing session itself (a named close
+		// event), since a redirect would make the SSE extension retry forever.
+		{http.MethodGet, "/runs/:id/events", h.streamRunPage, session},
 
 		{http.MethodGet, "/api/orders", h.apiListOrders, signedIn},
 		{http.MethodPost, "/api/runs", h.apiStartRun, signedIn},
 		{http.MethodGet, "/api/runs/:id", h.apiShowRun, signedIn},
+		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, signedIn},
+		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, signedIn},
 		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, signedIn},
 		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, signedIn},
 	}

@@ -1,0 +1,88 @@
+package handlers
+
+import (
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/store"
+)
+
+// apiEventsPage is GET /api/runs/{id}/events: up to limit events with
+// seq > after, in order. next is the cursor to ask with next time.
+type apiEventsPage struct {
+	RunID  uuid.UUID     `json:"run_id"`
+	After  int64         `json:"after"`
+	Next   int64         `json:"next"`
+	More   bool          `json:"more"`
+	Events []store.Event `json:"events"`
+}
+
+// goneBody is the 410 answer to a cursor whose events are gone (or never
+// existed): the snapshot to start again from, with the error beside it.
+func goneBody(e apiErrorBody, snapshot any) map[string]json.RawMessage {
+	out := map[string]json.RawMessage{}
+	if b, err := json.Marshal(snapshot); err == nil {
+		_ = json.Unmarshal(b, &out)
+	}
+	out["error"], _ = json.Marshal(e)
+	return out
+}
+
+// apiListEvents is GET /api/runs/{id}/events?after=N&limit=M: a page of
+// events, or 410 with a fresh snapshot when the cursor is expired, from
+// the future or malformed. Status-only viewers see no history: 403.
+func (h *Handler) apiListEvents(c echo.Context) error {
+	run, access, err := h.loadRun(c)
+	if err != nil {
+		return err
+	}
+	if access != AccessFull {
+		return store.Errorf(store.CodeForbidden, "You can see this run's status only, not its events.")
+	}
+	ctx := c.Request().Context()
+	limit := store.MaxPage / 2
+	if raw := c.QueryParam("limit"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n <= 0 {
+			return apiBadRequest(c, "invalid_limit", "limit must be a positive integer.")
+		}
+		limit = min(n, store.MaxPage)
+	}
+	after, err := strconv.ParseInt(strings.TrimSpace(c.QueryParam("after")), 10, 64)
+	if c.QueryParam("after") == "" {
+		after, err = 0, nil
+	}
+	var evs []store.Event
+	if err != nil || after < 0 {
+		err = store.Errorf(store.CodeCursorInvalid, "the cursor %q is not a sequence number", c.QueryParam("after"))
+	} else {
+		evs, err = h.store.EventsAfter(ctx, run.ID, after, limit+1)
+	}
+	switch code := store.ErrorCode(err); {
+	case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
+		snap, serr := h.store.Snapshot(ctx, run.ID)
+		if serr != nil {
+			return serr
+		}
+		p := problemFor(err)
+		return c.JSON(http.StatusGone, goneBody(apiErrorBody{Code: p.code, Message: p.message}, newAPISnapshot(snap, access)))
+	case err != nil:
+		return err
+	}
+	page := apiEventsPage{RunID: run.ID, After: after, Next: after, Events: evs}
+	if len(evs) > limit {
+		page.Events, page.More = evs[:limit], true
+	}
+	if n := len(page.Events); n > 0 {
+		page.Next = page.Events[n-1].Seq
+	}
+	if page.Events == nil {
+		page.Events = []store.Event{}
+	}
+	return c.JSON(http.StatusOK, page)
+}

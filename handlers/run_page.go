@@ -1,0 +1,40 @@
+package handlers
+
+import (
+	"net/http"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
+)
+
+// showRunPage is GET /runs/{id}: the run as of one snapshot, with the live
+// stream continuing strictly after the snapshot's covering seq.
+func (h *Handler) showRunPage(c echo.Context) error {
+	run, access, err := h.loadRun(c)
+	if err != nil {
+		return err
+	}
+	snap, err := h.store.Snapshot(c.Request().Context(), run.ID)
+	if err != nil {
+		return err
+	}
+	u := currentUser(c)
+	v := views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
+	// The page changes with every event: never serve it from a cache.
+	c.Response().Header().Set("Cache-Control", "no-store")
+	return render(c, http.StatusOK, views.RunPage(u, v, h.takeFlash(c)))
+}
+
+// viewerOf says which buttons to offer; the POST handlers decide for real.
+func viewerOf(u *store.User, run *store.Run, access Access) views.Viewer {
+	if u == nil || access != AccessFull {
+		return views.Viewer{}
+	}
+	approver := u.Role == store.RoleApprover
+	return views.Viewer{
+		MayApprove: approver && run.OwnerID != u.ID,
+		MayCancel:  approver || run.OwnerID == u.ID,
+	}
+}
