@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -16,7 +17,9 @@ import (
 	"net"
 	"os"
 	"os/signal"
+	"os/user"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"time"
@@ -263,7 +266,15 @@ func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.
 	if err := os.MkdirAll(cfg.DataDir, 0o755); err != nil {
 		return nil, nil, fmt.Errorf("data dir: %w", err)
 	}
-	cluster, err := store.NewCluster(cfg.DataDir, devPort)
+	clusterHome, err := clusterHome(cfg.DataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if clusterHome != cfg.DataDir {
+		logger.Warn("DATA_DIR is inside a folder the postgres user cannot enter; keeping the cluster elsewhere (set DATA_DIR to a reachable folder to choose)",
+			"data_dir", cfg.DataDir, "cluster_home", clusterHome)
+	}
+	cluster, err := store.NewCluster(clusterHome, devPort)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -296,6 +307,45 @@ func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.
 		return nil, nil, err
 	}
 	return st, func() { st.Close(); stopCluster() }, nil
+}
+
+// clusterHome is the folder the private cluster lives under: DATA_DIR,
+// unless we are root and the postgres user (which the server runs as) cannot
+// reach it, e.g. a checkout under /root. Then it is a folder under /var/tmp
+// named after DATA_DIR, so the same DATA_DIR finds the same cluster again.
+func clusterHome(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return dataDir, nil
+	}
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		return dataDir, nil // no postgres user: Start reports what is missing
+	}
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return "", fmt.Errorf("data dir: %w", err)
+		}
+		owner := ""
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			owner = strconv.FormatUint(uint64(sys.Uid), 10)
+		}
+		if st.Mode().Perm()&0o001 == 0 && owner != pg.Uid {
+			sum := sha256.Sum256([]byte(abs))
+			home := filepath.Join("/var/tmp", "refundd-"+hex.EncodeToString(sum[:6]))
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				return "", fmt.Errorf("cluster home: %w", err)
+			}
+			return home, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return dataDir, nil
+		}
+	}
 }
 
 // createDatabase creates database name unless it exists. It is the only SQL

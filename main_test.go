@@ -282,3 +282,41 @@ func traversableTempDir(t *testing.T) string {
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
 }
+
+// TestClusterHome_PrivateParent: a DATA_DIR inside a folder the postgres
+// user cannot enter (a checkout under /root) gets its cluster elsewhere,
+// the same place every time; a reachable one keeps it.
+func TestClusterHome_PrivateParent(t *testing.T) {
+	t.Parallel()
+	reachable := filepath.Join(traversableTempDir(t), ".data")
+	if err := os.MkdirAll(reachable, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if got, err := clusterHome(reachable); err != nil || got != reachable {
+		t.Errorf("clusterHome(reachable) = %q, %v; want %q", got, err, reachable)
+	}
+
+	private := t.TempDir() // 0700, owned by us
+	dataDir := filepath.Join(private, ".data")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	got, err := clusterHome(dataDir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if os.Geteuid() != 0 {
+		// Not root: the server runs as us and reaches our own folders.
+		if got != dataDir {
+			t.Errorf("clusterHome = %q, want %q when not root", got, dataDir)
+		}
+		return
+	}
+	t.Cleanup(func() { os.RemoveAll(got) })
+	if got == dataDir {
+		t.Fatalf("clusterHome = DATA_DIR %q, which postgres cannot reach", got)
+	}
+	if again, _ := clusterHome(dataDir); again != got {
+		t.Errorf("clusterHome moved: %q then %q", got, again)
+	}
+}
