@@ -1,0 +1,733 @@
+package handlers_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"runtime"
+	"strconv"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+// streamApp is a server with a real Listener over its own seeded database,
+// and a run of customer@example.com's.
+type streamApp struct {
+	*app
+	e        *echo.Echo
+	listener *store.Listener
+	customer *store.User
+	run      *store.Run
+}
+
+func newStreamApp(t *testing.T, cfg handlers.Config, withListener bool) *streamApp {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	cfg.SessionKey = testSessionKey
+	var l *store.Listener
+	if withListener {
+		l = store.NewListener(st.URL(), slog.New(slog.DiscardHandler))
+		if err := l.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Stop)
+		cfg.Listener = l
+	}
+	e, err := handlers.New(cfg, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	// Runs before srv.Close (cleanups run last first): end open streams,
+	// as a graceful shutdown does, so Close need not wait for them.
+	t.Cleanup(func() { shutdown(t, e) })
+	customer, err := st.UserByEmail(ctx, "customer@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	sa := &streamApp{app: &app{srv: srv, store: st}, e: e, listener: l, customer: customer}
+	sa.run = sa.startRun(t)
+	return sa
+}
+
+// shutdown runs the handlers' shutdown hooks, as serve's graceful shutdown
+// does.
+func shutdown(t testing.TB, e *echo.Echo) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Server.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
+}
+
+func (a *streamApp) startRun(t testing.TB) *store.Run {
+	t.Helper()
+	ctx := context.Background()
+	orders, err := a.store.OrdersByCustomer(ctx, a.customer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r, _, err := a.store.StartRun(ctx, store.StartRequest{OwnerID: a.customer.ID, ClientRequestID: uuid.NewString(),
+		OrderID: orders[0].ID, Amount: 500, Reason: "arrived broken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// narrate appends n narration deltas, "w1 " … "wn ", numbered from first.
+func (a *streamApp) narrate(t testing.TB, first, n int) {
+	t.Helper()
+	evs := make([]store.NewEvent, 0, n)
+	for i := first; i < first+n; i++ {
+		evs = append(evs, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": fmt.Sprintf("w%d ", i)}})
+	}
+	if _, err := a.store.Append(context.Background(), a.run.ID, evs...); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (a *streamApp) lastSeq(t testing.TB) int64 {
+	t.Helper()
+	r, err := a.store.RunByID(context.Background(), a.run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r.LastSeq
+}
+
+// expire ages every narration row past the replay window and prunes.
+func (a *streamApp) expire(t testing.TB) {
+	t.Helper()
+	if _, err := a.store.DB().Exec(`UPDATE run_events SET created_at = now() - interval '2 hours' WHERE run_id = $1`, a.run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.Prune(context.Background(), store.Retention{Presentation: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// sseEvent is one parsed message (or a comment) of a stream.
+type sseEvent struct {
+	Event, ID, Data string
+	Comment         string
+}
+
+func (e sseEvent) seq(t testing.TB) int64 {
+	t.Helper()
+	n, err := strconv.ParseInt(e.ID, 10, 64)
+	if err != nil {
+		t.Fatalf("event %q has id %q, want a seq", e.Event, e.ID)
+	}
+	return n
+}
+
+// sseConn is an open stream read in the background.
+type sseConn struct {
+	res    *http.Response
+	events chan sseEvent
+	cancel context.CancelFunc
+}
+
+// open connects to a stream as c; lastEventID "" sends none.
+func (a *streamApp) open(t testing.TB, c *http.Client, path, lastEventID string) *sseConn {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, a.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	if lastEventID != "" {
+		req.Header.Set("Last-Event-ID", lastEventID)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		cancel()
+		t.Fatal(err)
+	}
+	s := &sseConn{res: res, events: make(chan sseEvent, 100000), cancel: cancel}
+	t.Cleanup(func() { cancel(); res.Body.Close() })
+	if res.StatusCode != http.StatusOK {
+		return s
+	}
+	if ct := res.Header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("Content-Type = %q, want text/event-stream", ct)
+	}
+	go readSSE(res.Body, s.events)
+	return s
+}
+
+// readSSE parses a stream into events until it ends, then closes out.
+func readSSE(r io.Reader, out chan<- sseEvent) {
+	defer close(out)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	var ev sseEvent
+	var data []string
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data != nil || ev.Event != "" {
+				ev.Data = strings.Join(data, "\n")
+				out <- ev
+			}
+			ev, data = sseEvent{}, nil
+		case strings.HasPrefix(line, ":"):
+			out <- sseEvent{Comment: strings.TrimSpace(line[1:])}
+		default:
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				ev.Event = value
+			case "id":
+				ev.ID = value
+			case "data":
+				data = append(data, value)
+			}
+		}
+	}
+}
+
+// next returns the next message (skipping comments), failing after 10 s.
+func (s *sseConn) next(t testing.TB) sseEvent {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				t.Fatal("the stream ended; want another message")
+			}
+			if ev.Comment != "" {
+				continue
+			}
+			return ev
+		case <-timeout:
+			t.Fatal("timed out waiting for a stream message")
+		}
+	}
+}
+
+// wantEnd waits for the server to end the stream.
+func (s *sseConn) wantEnd(t testing.TB) {
+	t.Helper()
+	timeout := time.After(10 * time.Second)
+	for {
+		select {
+		case ev, ok := <-s.events:
+			if !ok {
+				return
+			}
+			if ev.Comment == "" {
+				t.Fatalf("got %+v, want the stream to end", ev)
+			}
+		case <-timeout:
+			t.Fatal("timed out waiting for the stream to end")
+		}
+	}
+}
+
+// seqsUntil reads messages until one has seq last, checking each is the
+// next seq after from: exactly once, in order.
+func (s *sseConn) seqsUntil(t testing.TB, from, last int64) {
+	t.Helper()
+	want := from + 1
+	for want <= last {
+		ev := s.next(t)
+		if ev.Event != "" {
+			t.Fatalf("got event %q (id %s), want the message with seq %d", ev.Event, ev.ID, want)
+		}
+		if got := ev.seq(t); got != want {
+			t.Fatalf("seq = %d, want %d (each seq once, in order)", got, want)
+		}
+		want++
+	}
+}
+
+func (a *streamApp) customerClient(t *testing.T) *http.Client {
+	t.Helper()
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	return c
+}
+
+func jsonStreamPath(runID uuid.UUID, after string) string {
+	p := "/api/runs/" + runID.String() + "/stream"
+	if after != "" {
+		p += "?after=" + after
+	}
+	return p
+}
+
+func htmlStreamPath(runID uuid.UUID, after string) string {
+	return "/runs/" + runID.String() + "/events?after=" + after
+}
+
+func TestStream_ReplayThenLive(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{PageSize: 7}}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 20) // seq 2..21: replay crosses pages of 7
+
+	s := a.open(t, c, jsonStreamPath(a.run.ID, "0"), "")
+	first := s.next(t)
+	var ev store.Event
+	if err := json.Unmarshal([]byte(first.Data), &ev); err != nil {
+		t.Fatalf("data is not the event JSON: %v\n%s", err, first.Data)
+	}
+	if ev.Seq != 1 || ev.Type != store.EventRunCreated || ev.RunID != a.run.ID || ev.Class != store.ClassBusiness || first.ID != "1" {
+		t.Errorf("first message = id %s %+v, want seq 1 run.created of the run", first.ID, ev)
+	}
+	s.seqsUntil(t, 1, 21)
+
+	t.Run("live after the replay", func(t *testing.T) {
+		a.narrate(t, 21, 3)
+		s.seqsUntil(t, 21, 24)
+	})
+	t.Run("HTML stream sends the page's fragments", func(t *testing.T) {
+		h := a.open(t, c, htmlStreamPath(a.run.ID, "23"), "")
+		msg := h.next(t)
+		if msg.ID != "24" || !strings.Contains(msg.Data, `hx-swap-oob="beforeend:#narration"`) ||
+			!strings.Contains(msg.Data, `id="n-24"`) || !strings.Contains(msg.Data, "w23 ") {
+			t.Errorf("message = %+v, want narration seq 24 appended to #narration", msg)
+		}
+		if _, err := a.store.RequestCancel(context.Background(), a.run.ID, a.customer.ID); err != nil {
+			t.Fatal(err)
+		}
+		msg = h.next(t)
+		for _, want := range []string{`id="ev-25"`, `id="run-status" class="card status" data-state="created" hx-swap-oob="true"`, `id="cancel-note"`, "Cancel requested"} {
+			if !strings.Contains(msg.Data, want) {
+				t.Errorf("cancel message lacks %q:\n%s", want, msg.Data)
+			}
+		}
+	})
+}
+
+func TestStream_LastEventIDWinsOverAfter(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 9) // seq 2..10
+	for _, path := range []string{jsonStreamPath(a.run.ID, "2"), htmlStreamPath(a.run.ID, "2")} {
+		t.Run(path, func(t *testing.T) {
+			s := a.open(t, c, path, "6")
+			s.seqsUntil(t, 6, 10)
+		})
+	}
+	t.Run("after= without Last-Event-ID", func(t *testing.T) {
+		s := a.open(t, c, jsonStreamPath(a.run.ID, "8"), "")
+		s.seqsUntil(t, 8, 10)
+	})
+}
+
+// TestStream_AppendsRaceTheHandOver connects while thousands of events are
+// appended: every subscriber gets 1..N exactly once, in order, whether it
+// joined before, during or after the appends.
+func TestStream_AppendsRaceTheHandOver(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{PageSize: 50}}, true)
+	c := a.customerClient(t)
+	const batches, perBatch = 300, 10
+	total := int64(1 + batches*perBatch)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i := range batches {
+			a.narrate(t, 1+i*perBatch, perBatch)
+		}
+	}()
+	// Join at spread points of the appends: before, during, near the end.
+	var conns []*sseConn
+	for i := range 6 {
+		for a.lastSeq(t) < int64(i)*total/7 {
+			select {
+			case <-done:
+			case <-time.After(time.Millisecond):
+			}
+		}
+		path := jsonStreamPath(a.run.ID, "0")
+		if i%2 == 1 {
+			path = htmlStreamPath(a.run.ID, "0")
+		}
+		conns = append(conns, a.open(t, c, path, ""))
+	}
+	<-done
+	conns = append(conns, a.open(t, c, jsonStreamPath(a.run.ID, "0"), ""))
+	var wg sync.WaitGroup
+	for i, s := range conns {
+		wg.Go(func() {
+			t.Run(fmt.Sprintf("subscriber %d", i), func(t *testing.T) { s.seqsUntil(t, 0, total) })
+		})
+	}
+	wg.Wait()
+}
+
+func TestStream_CursorExpired(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 5) // seq 2..6
+	a.expire(t)
+	covering := a.lastSeq(t)
+
+	t.Run("JSON", func(t *testing.T) {
+		s := a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
+		ev := s.next(t)
+		if ev.Event != "reset" || ev.seq(t) != covering {
+			t.Fatalf("got %q id %s, want reset with id %d", ev.Event, ev.ID, covering)
+		}
+		var snap struct {
+			Run struct {
+				ID    uuid.UUID `json:"id"`
+				State string    `json:"state"`
+			} `json:"run"`
+			CoveringSeq int64 `json:"covering_seq"`
+			ReplayFloor int64 `json:"replay_floor"`
+		}
+		if err := json.Unmarshal([]byte(ev.Data), &snap); err != nil {
+			t.Fatal(err)
+		}
+		if snap.Run.ID != a.run.ID || snap.CoveringSeq != covering || snap.ReplayFloor != covering {
+			t.Errorf("snapshot = %+v, want run %s covering %d", snap, a.run.ID, covering)
+		}
+		a.narrate(t, 6, 1)
+		s.seqsUntil(t, covering, covering+1)
+	})
+	t.Run("HTML", func(t *testing.T) {
+		s := a.open(t, c, htmlStreamPath(a.run.ID, "0"), "")
+		ev := s.next(t)
+		if ev.Event != "reset" {
+			t.Fatalf("got %q, want reset", ev.Event)
+		}
+		for _, want := range []string{`id="run-body"`, `hx-swap-oob="true"`, "The run continued while you were offline", `id="narration-trimmed"`} {
+			if !strings.Contains(ev.Data, want) {
+				t.Errorf("reset lacks %q:\n%s", want, ev.Data)
+			}
+		}
+		if strings.Contains(ev.Data, "w1 ") {
+			t.Errorf("reset shows pruned narration:\n%s", ev.Data)
+		}
+	})
+}
+
+func TestStream_CursorInvalid(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 2) // seq 2..3
+	for _, tc := range []struct{ name, after, lastEventID string }{
+		{"future after", "99", ""},
+		{"future Last-Event-ID", "1", "42"},
+		{"malformed after", "abc", ""},
+		{"negative", "-3", ""},
+		{"malformed Last-Event-ID", "1", "x9"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, path := range []string{jsonStreamPath(a.run.ID, tc.after), htmlStreamPath(a.run.ID, tc.after)} {
+				s := a.open(t, c, path, tc.lastEventID)
+				ev := s.next(t)
+				if ev.Event != "reset" || ev.ID != "3" {
+					t.Errorf("%s: got %q id %s, want reset with id 3", path, ev.Event, ev.ID)
+				}
+			}
+		})
+	}
+}
+
+func TestStream_TerminalRunCloses(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 2) // seq 2..3
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+		t.Fatal(err)
+	}
+	last := a.lastSeq(t)
+	for _, path := range []string{jsonStreamPath(a.run.ID, "1"), htmlStreamPath(a.run.ID, "1")} {
+		t.Run(path, func(t *testing.T) {
+			s := a.open(t, c, path, "")
+			s.seqsUntil(t, 1, last)
+			if ev := s.next(t); ev.Event != "close" || !strings.Contains(ev.Data, "finished") {
+				t.Errorf("got %+v, want the close event saying the run finished", ev)
+			}
+			s.wantEnd(t)
+		})
+	}
+	t.Run("closes live when the run ends", func(t *testing.T) {
+		b := a.startRun(t)
+		s := a.open(t, c, htmlStreamPath(b.ID, "1"), "")
+		if _, err := a.store.FinishRun(context.Background(), b.ID, store.StateFailed, "No."); err != nil {
+			t.Fatal(err)
+		}
+		msg := s.next(t) // message.final
+		if !strings.Contains(msg.Data, `id="final-message"`) {
+			t.Errorf("message.final did not send the outcome:\n%s", msg.Data)
+		}
+		if msg = s.next(t); !strings.Contains(msg.Data, `data-state="failed"`) {
+			t.Errorf("run.failed did not send the status:\n%s", msg.Data)
+		}
+		if ev := s.next(t); ev.Event != "close" {
+			t.Errorf("got %+v, want close", ev)
+		}
+		s.wantEnd(t)
+	})
+}
+
+func TestStream_Denied(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	other := a.client(t)
+	a.login(t, other, "customer2@example.com")
+
+	t.Run("HTML: someone else's run gets the close event", func(t *testing.T) {
+		s := a.open(t, other, htmlStreamPath(a.run.ID, "0"), "")
+		ev := s.next(t)
+		if ev.Event != "close" || !strings.Contains(ev.Data, "not available to you") || strings.Contains(ev.Data, "arrived broken") {
+			t.Errorf("got %+v, want close saying it is not available, and nothing of the run", ev)
+		}
+		s.wantEnd(t)
+	})
+	t.Run("HTML: a missing run looks the same", func(t *testing.T) {
+		s := a.open(t, other, htmlStreamPath(uuid.New(), "0"), "")
+		if ev := s.next(t); ev.Event != "close" || !strings.Contains(ev.Data, "not available to you") {
+			t.Errorf("got %+v, want the same close", ev)
+		}
+	})
+	t.Run("HTML: signed out", func(t *testing.T) {
+		s := a.open(t, a.client(t), htmlStreamPath(a.run.ID, "0"), "")
+		if ev := s.next(t); ev.Event != "close" || !strings.Contains(ev.Data, "Log in again") {
+			t.Errorf("got %+v, want close asking to log in", ev)
+		}
+	})
+	t.Run("JSON: 404", func(t *testing.T) {
+		s := a.open(t, other, jsonStreamPath(a.run.ID, "0"), "")
+		if s.res.StatusCode != http.StatusNotFound {
+			t.Errorf("status = %d, want 404", s.res.StatusCode)
+		}
+	})
+}
+
+// TestStream_AccessRevoked: a customer whose refund_access is taken away
+// while watching gets the status-only body at once, and no more narration.
+func TestStream_AccessRevoked(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	s := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
+	a.narrate(t, 1, 1) // seq 2
+	if msg := s.next(t); msg.ID != "2" {
+		t.Fatalf("got %+v, want narration seq 2", msg)
+	}
+	if err := a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+	ev := s.next(t)
+	if ev.Event != "reset" || !strings.Contains(ev.Data, `id="status-only"`) || strings.Contains(ev.Data, `id="narration"`) ||
+		strings.Contains(ev.Data, "The run continued while you were offline") {
+		t.Fatalf("got %+v, want a status-only reset without the offline banner", ev)
+	}
+	a.narrate(t, 2, 1) // seq 3: not for this viewer any more
+	if _, err := a.store.RequestCancel(context.Background(), a.run.ID, a.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	msg := s.next(t)
+	if msg.ID != "4" || strings.Contains(msg.Data, "w2") || strings.Contains(msg.Data, "#timeline") || !strings.Contains(msg.Data, `id="run-status"`) {
+		t.Errorf("got %+v, want only the status of seq 4", msg)
+	}
+}
+
+func TestStream_Heartbeat(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 30 * time.Millisecond}}, true)
+	s := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
+	timeout := time.After(5 * time.Second)
+	for {
+		select {
+		case ev := <-s.events:
+			if ev.Comment == "ping" {
+				return
+			}
+		case <-timeout:
+			t.Fatal("no heartbeat comment")
+		}
+	}
+}
+
+func TestStream_WithoutListenerPolls(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Poll: 20 * time.Millisecond}}, false)
+	s := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
+	a.narrate(t, 1, 3)
+	s.seqsUntil(t, 1, 4)
+}
+
+func TestStream_ShutdownEndsStreams(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	s1 := a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
+	s2 := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
+	time.Sleep(50 * time.Millisecond) // let both reach their wait
+	start := time.Now()
+	shutdown(t, a.e)
+	s1.wantEnd(t)
+	s2.wantEnd(t)
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("shutdown took %v, want the streams ended at once", d)
+	}
+}
+
+// TestStream_SlowReader: a client that never reads. The appends (the
+// executor's side) never wait for it, its buffer stays bounded, and the
+// server closes its connection so it would replay on reconnect.
+func TestStream_SlowReader(t *testing.T) {
+	// Not parallel: it measures the heap.
+	ctx := context.Background()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := store.NewListener(st.URL(), slog.New(slog.DiscardHandler))
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey, Listener: l,
+		Stream: handlers.StreamConfig{Buffer: 64, BufferBytes: 256 << 10, SlowAfter: 300 * time.Millisecond}},
+		st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	closed := make(chan string, 16)
+	srv := httptest.NewUnstartedServer(e)
+	srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
+		if s == http.StateClosed {
+			closed <- c.RemoteAddr().String()
+		}
+	}
+	// Small socket buffers, so a client that does not read stalls the
+	// server's writes after kilobytes, not megabytes.
+	srv.Listener = smallBufferListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { shutdown(t, e) })
+	a := &streamApp{app: &app{srv: srv, store: st}, e: e}
+	if a.customer, err = st.UserByEmail(ctx, "customer@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	a.run = a.startRun(t)
+	cookie := a.loginCookie(t)
+
+	conn, err := net.Dial("tcp", srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nCookie: %s\r\nAccept: text/event-stream\r\n\r\n", jsonStreamPath(a.run.ID, "1"), cookie)
+
+	var before, after runtimeMem
+	before.read()
+	big := strings.Repeat("narration ", 200) // 2 KB per delta
+	appended := make(chan time.Duration, 1)
+	go func() {
+		start := time.Now()
+		for range 100 {
+			evs := make([]store.NewEvent, 50)
+			for i := range evs {
+				evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": big}}
+			}
+			if _, err := st.Append(ctx, a.run.ID, evs...); err != nil {
+				t.Error(err)
+				break
+			}
+		}
+		appended <- time.Since(start)
+	}()
+	select {
+	case d := <-appended:
+		if d > 20*time.Second {
+			t.Errorf("10 MB of appends took %v: the runtime waited for a slow reader", d)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("the appends never finished")
+	}
+	for stalled := conn.LocalAddr().String(); ; {
+		select {
+		case addr := <-closed:
+			if addr != stalled {
+				continue
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("the server did not close the connection of a client that never reads")
+		}
+		break
+	}
+	// What it had been sent was the stream's start, then the server hung up.
+	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
+	head := make([]byte, 512)
+	n, _ := io.ReadAtLeast(conn, head, 100)
+	if got := string(head[:n]); !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "text/event-stream") {
+		t.Errorf("the stalled client was sent %q, want the start of a 200 event stream", got)
+	}
+	after.read()
+	if grew := int64(after.heap) - int64(before.heap); grew > 8<<20 {
+		t.Errorf("heap grew by %d MB for one stalled subscriber of 10 MB, want it bounded", grew>>20)
+	}
+}
+
+type smallBufferListener struct{ net.Listener }
+
+func (l smallBufferListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if tc, ok := c.(*net.TCPConn); ok {
+		tc.SetWriteBuffer(4096)
+	}
+	return c, err
+}
+
+// loginCookie logs the customer in and returns the Cookie header value.
+func (a *streamApp) loginCookie(t *testing.T) string {
+	t.Helper()
+	c := a.customerClient(t)
+	u, _ := url.Parse(a.srv.URL)
+	var parts []string
+	for _, ck := range c.Jar.Cookies(u) {
+		parts = append(parts, ck.Name+"="+ck.Value)
+	}
+	return strings.Join(parts, "; ")
+}
+
+type runtimeMem struct{ heap uint64 }
+
+func (m *runtimeMem) read() {
+	runtime.GC()
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	m.heap = ms.HeapAlloc
+}
