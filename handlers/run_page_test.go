@@ -1,0 +1,184 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/store"
+)
+
+func TestRunPage(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 3) // seq 2..4
+	if _, err := a.store.RequestCancel(context.Background(), a.run.ID, a.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := a.get(t, c, "/runs/"+a.run.ID.String())
+	wantStatus(t, r, http.StatusOK)
+	doc := r.doc(t)
+	run := doc.Find("#run")
+	if got, _ := run.Attr("data-covering-seq"); got != "5" {
+		t.Errorf("data-covering-seq = %q, want 5", got)
+	}
+	if got, _ := run.Attr("sse-connect"); got != "/runs/"+a.run.ID.String()+"/events?after=5" {
+		t.Errorf("sse-connect = %q, want the stream after the covering seq", got)
+	}
+	if got, _ := run.Attr("sse-close"); got != "close" {
+		t.Errorf("sse-close = %q, want close", got)
+	}
+	if got := doc.Find("#narration").Text(); got != "w1 w2 w3 " {
+		t.Errorf("narration = %q, want the stored deltas in order", got)
+	}
+	if got := doc.Find("#timeline li").Length(); got != 2 {
+		t.Errorf("timeline has %d items, want 2 (run.created, cancel.requested)", got)
+	}
+	if doc.Find("#cancel-note").Length() != 1 || doc.Find("#cancel").Length() != 0 {
+		t.Error("a run with a cancel request should say so and offer no second cancel")
+	}
+	if doc.Find("#decision-result").Length() != 1 {
+		t.Error("no #decision-result target for the decision forms")
+	}
+
+	t.Run("status only", func(t *testing.T) {
+		if err := a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, false); err != nil {
+			t.Fatal(err)
+		}
+		defer a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, true)
+		doc := a.get(t, c, "/runs/"+a.run.ID.String()).doc(t)
+		if doc.Find("#narration").Length() != 0 || doc.Find("#timeline").Length() != 0 || strings.Contains(doc.Text(), "w1") {
+			t.Error("a status-only viewer sees narration or the timeline")
+		}
+		if doc.Find("#run-status").Length() != 1 {
+			t.Error("no status panel")
+		}
+	})
+	t.Run("approver sees the approve button while it waits", func(t *testing.T) {
+		b := a.startRun(t)
+		if _, err := a.store.RequestApproval(context.Background(), b.ID, map[string]any{"action": "refund"}); err != nil {
+			t.Fatal(err)
+		}
+		ap := a.client(t)
+		a.login(t, ap, "approver@example.com")
+		doc := a.get(t, ap, "/runs/"+b.ID.String()).doc(t)
+		if got, _ := doc.Find(`#run-actions form[action$="/approve"]`).Attr("method"); got != "post" {
+			t.Errorf("approve form method = %q, want post", got)
+		}
+		if doc.Find("#approve").Length() != 1 {
+			t.Error("no approve button")
+		}
+	})
+	t.Run("finished run: no stream", func(t *testing.T) {
+		if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+			t.Fatal(err)
+		}
+		doc := a.get(t, c, "/runs/"+a.run.ID.String()).doc(t)
+		if _, ok := doc.Find("#run").Attr("sse-connect"); ok {
+			t.Error("a finished run's page still opens a stream")
+		}
+		if got := doc.Find("#final-message").Text(); got != "Canceled as requested." {
+			t.Errorf("final message = %q", got)
+		}
+	})
+	t.Run("someone else's run is 404", func(t *testing.T) {
+		other := a.client(t)
+		a.login(t, other, "customer2@example.com")
+		wantStatus(t, a.get(t, other, "/runs/"+a.run.ID.String()), http.StatusNotFound)
+	})
+}
+
+func TestEventsPage(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	a.narrate(t, 1, 4) // seq 2..5
+	path := "/api/runs/" + a.run.ID.String() + "/events"
+
+	type page struct {
+		After  int64         `json:"after"`
+		Next   int64         `json:"next"`
+		More   bool          `json:"more"`
+		Events []store.Event `json:"events"`
+	}
+	get := func(t *testing.T, query string, status int) (page, map[string]json.RawMessage) {
+		t.Helper()
+		r := a.get(t, c, path+query)
+		wantStatus(t, r, status)
+		var p page
+		var raw map[string]json.RawMessage
+		if err := json.Unmarshal([]byte(r.body), &p); err != nil {
+			t.Fatal(err)
+		}
+		json.Unmarshal([]byte(r.body), &raw)
+		return p, raw
+	}
+	t.Run("pages", func(t *testing.T) {
+		p, _ := get(t, "?after=1&limit=3", http.StatusOK)
+		if len(p.Events) != 3 || p.Events[0].Seq != 2 || p.Next != 4 || !p.More {
+			t.Errorf("page = %+v, want seq 2..4, next 4, more", p)
+		}
+		p, _ = get(t, "?after=4", http.StatusOK)
+		if len(p.Events) != 1 || p.Events[0].Seq != 5 || p.Next != 5 || p.More {
+			t.Errorf("page = %+v, want seq 5 only", p)
+		}
+		if p, _ = get(t, "?after=5", http.StatusOK); len(p.Events) != 0 || p.Next != 5 {
+			t.Errorf("page = %+v, want empty at the end", p)
+		}
+	})
+	for _, tc := range []struct{ name, query, code string }{
+		{"future", "?after=6", store.CodeCursorInvalid},
+		{"malformed", "?after=x", store.CodeCursorInvalid},
+		{"negative", "?after=-1", store.CodeCursorInvalid},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, raw := get(t, tc.query, http.StatusGone)
+			var e struct{ Code string }
+			json.Unmarshal(raw["error"], &e)
+			if e.Code != tc.code || string(raw["covering_seq"]) != "5" || raw["run"] == nil || raw["operations"] == nil {
+				t.Errorf("410 body = %v, want error %s and the snapshot", raw, tc.code)
+			}
+		})
+	}
+	t.Run("expired", func(t *testing.T) {
+		a.expire(t)
+		_, raw := get(t, "?after=1", http.StatusGone)
+		var snap struct {
+			Run struct {
+				ID    string `json:"id"`
+				State string `json:"state"`
+			} `json:"run"`
+			CoveringSeq  int64           `json:"covering_seq"`
+			ReplayFloor  int64           `json:"replay_floor"`
+			Operations   []any           `json:"operations"`
+			FinalMessage *string         `json:"final_message"`
+			Error        json.RawMessage `json:"error"`
+		}
+		b, _ := json.Marshal(raw)
+		json.Unmarshal(b, &snap)
+		if snap.Run.ID != a.run.ID.String() || snap.Run.State != store.StateCreated || snap.CoveringSeq != 5 || snap.ReplayFloor != 5 ||
+			!strings.Contains(string(snap.Error), store.CodeCursorExpired) {
+			t.Errorf("410 body = %s, want the snapshot (covering 5, floor 5) and cursor_expired", b)
+		}
+		if p, _ := get(t, "?after=5", http.StatusOK); p.Next != 5 {
+			t.Errorf("after the covering seq: %+v, want an empty page", p)
+		}
+	})
+	t.Run("status only: 403", func(t *testing.T) {
+		if err := a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, false); err != nil {
+			t.Fatal(err)
+		}
+		defer a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, true)
+		wantStatus(t, a.get(t, c, path+"?after=5"), http.StatusForbidden)
+	})
+	t.Run("someone else's run: 404", func(t *testing.T) {
+		other := a.client(t)
+		a.login(t, other, "customer2@example.com")
+		wantStatus(t, a.get(t, other, path+"?after="+strconv.Itoa(0)), http.StatusNotFound)
+	})
+}
