@@ -36,7 +36,7 @@ FROM runs r JOIN users u ON u.id = r.owner_id
 WHERE ($1::uuid IS NULL OR r.id = $1)
   AND ($2 = '' OR r.state = $2)
   AND ($3 = '' OR strpos(lower(u.email), lower($3)) > 0)
-ORDER BY r.created_at DESC
+ORDER BY r.created_at DESC, r.id DESC
 LIMIT $4`, id, f.State, f.OwnerEmail, f.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: search runs: %w", err)

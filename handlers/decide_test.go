@@ -1,0 +1,289 @@
+package handlers_test
+
+import (
+	"context"
+	"net/http"
+	"strings"
+	"testing"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/store"
+)
+
+var htmx = map[string]string{"HX-Request": "true"}
+
+type decisionJSON struct {
+	Result  string  `json:"result"`
+	Message string  `json:"message"`
+	Run     runJSON `json:"run"`
+}
+
+// awaitingApproval is a run of the customer's that asks for a decision.
+func (a *app) awaitingApproval(t *testing.T, email string) *store.Run {
+	t.Helper()
+	run := a.startRun(t, email, 1000)
+	run, err := a.store.RequestApproval(context.Background(), run.ID, map[string]any{"amount": 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return run
+}
+
+func (a *app) decide(t *testing.T, c *http.Client, runPath, action string, hdr map[string]string) response {
+	t.Helper()
+	return a.send(t, c, http.MethodPost, runPath+"/"+action, hdr, "")
+}
+
+// wantFragment checks an htmx answer: the DecisionResult fragment with
+// these words.
+func wantFragment(t *testing.T, r response, words string) {
+	t.Helper()
+	wantStatus(t, r, http.StatusOK)
+	if got := strings.TrimSpace(r.doc(t).Find("#decision-result").Text()); got != words {
+		t.Errorf("#decision-result = %q, want %q", got, words)
+	}
+}
+
+func (a *app) events(t *testing.T, run *store.Run, typ string) int {
+	t.Helper()
+	return a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, typ)
+}
+
+// TestApprove_Twice: a double click, a second tab and the API all approve
+// the same request; one approval is recorded and the repeats say so.
+func TestApprove_Twice(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	c := a.client(t)
+	a.login(t, c, "approver@example.com")
+	page := "/runs/" + run.ID.String()
+
+	wantRedirect(t, a.decide(t, c, page, "approve", nil), page)
+	wantRedirect(t, a.decide(t, c, page, "approve", nil), page)
+	wantFragment(t, a.decide(t, c, page, "approve", htmx), "Already approved.")
+	api := a.decide(t, c, "/api"+page, "approve", nil)
+	wantStatus(t, api, http.StatusOK)
+	if d := decode[decisionJSON](t, api); d.Result != "already_approved" || d.Message != "Already approved." ||
+		d.Run.ID != run.ID || d.Run.State != store.StateSubmitting {
+		t.Errorf("API answer = %+v", d)
+	}
+
+	if n := a.events(t, run, store.EventApprovalGranted); n != 1 {
+		t.Errorf("approval.granted events = %d, want 1", n)
+	}
+	var decision string
+	var by int64
+	if err := a.store.DB().QueryRow(`SELECT decision, decided_by FROM approvals WHERE run_id = $1`, run.ID).Scan(&decision, &by); err != nil {
+		t.Fatal(err)
+	}
+	if decision != "approved" || by != a.user(t, "approver@example.com").ID {
+		t.Errorf("approval = %s by %d, want approved by the approver", decision, by)
+	}
+}
+
+func TestApprove_Words(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	c := a.client(t)
+	a.login(t, c, "approver@example.com")
+
+	t.Run("htmx", func(t *testing.T) {
+		run := a.awaitingApproval(t, "customer@example.com")
+		wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), "approve", htmx), "Approved.")
+	})
+	t.Run("api", func(t *testing.T) {
+		run := a.awaitingApproval(t, "customer2@example.com")
+		r := a.decide(t, c, "/api/runs/"+run.ID.String(), "approve", nil)
+		wantStatus(t, r, http.StatusOK)
+		if d := decode[decisionJSON](t, r); d.Result != "approved" || d.Message != "Approved." || d.Run.State != store.StateSubmitting {
+			t.Errorf("API answer = %+v", d)
+		}
+	})
+}
+
+// TestApprove_OwnRequest: an approver who asked for a refund cannot approve
+// it themselves.
+func TestApprove_OwnRequest(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	approver := a.user(t, "approver@example.com")
+	if _, err := a.store.CreateOrder(context.Background(), approver.ID, "Desk lamp", 4000, "EUR"); err != nil {
+		t.Fatal(err)
+	}
+	run := a.awaitingApproval(t, "approver@example.com")
+	c := a.client(t)
+	a.login(t, c, "approver@example.com")
+
+	page := a.decide(t, c, "/runs/"+run.ID.String(), "approve", nil)
+	wantStatus(t, page, http.StatusForbidden)
+	if !strings.Contains(page.body, "you cannot approve your own refund request") {
+		t.Errorf("403 page does not give the reason:\n%s", page.body)
+	}
+	e := wantAPIError(t, a.decide(t, c, "/api/runs/"+run.ID.String(), "approve", nil), http.StatusForbidden, store.CodeForbidden)
+	if !strings.Contains(e.Error.Message, "your own refund request") {
+		t.Errorf("message = %q", e.Error.Message)
+	}
+	wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), "approve", htmx), "You cannot approve your own refund request.")
+	if n := a.events(t, run, store.EventApprovalGranted); n != 0 {
+		t.Errorf("approval.granted events = %d, want none", n)
+	}
+}
+
+// TestApprove_ByCustomer: approving needs the approver role, even for the
+// run's owner.
+func TestApprove_ByCustomer(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	for _, email := range []string{"customer@example.com", "support@example.com"} {
+		t.Run(email, func(t *testing.T) {
+			c := a.client(t)
+			a.login(t, c, email)
+			wantStatus(t, a.decide(t, c, "/runs/"+run.ID.String(), "approve", nil), http.StatusForbidden)
+			wantAPIError(t, a.decide(t, c, "/api/runs/"+run.ID.String(), "approve", nil), http.StatusForbidden, store.CodeForbidden)
+		})
+	}
+	if n := a.events(t, run, store.EventApprovalGranted); n != 0 {
+		t.Errorf("approval.granted events = %d, want none", n)
+	}
+}
+
+// TestCancel_ByOwner: cancel is a command recorded once; the agent honours
+// it before any money moves.
+func TestCancel_ByOwner(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	page := "/runs/" + run.ID.String()
+
+	wantRedirect(t, a.decide(t, c, page, "cancel", nil), page)
+	if n := a.events(t, run, store.EventCancelRequested); n != 1 {
+		t.Errorf("cancel.requested events = %d, want 1", n)
+	}
+	got, err := a.store.RunByID(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !got.CancelRequested() || got.State != store.StateAwaitingApproval {
+		t.Errorf("run = %s, cancel requested %v; want the command recorded and the state left to the agent", got.State, got.CancelRequested())
+	}
+
+	wantFragment(t, a.decide(t, c, page, "cancel", htmx), "Cancel already requested. The agent will stop before any money moves.")
+	r := a.decide(t, c, "/api"+page, "cancel", nil)
+	wantStatus(t, r, http.StatusOK)
+	if d := decode[decisionJSON](t, r); d.Result != "already_canceling" || d.Run.ID != run.ID {
+		t.Errorf("API answer = %+v", d)
+	}
+	if n := a.events(t, run, store.EventCancelRequested); n != 1 {
+		t.Errorf("cancel.requested events after repeats = %d, want 1", n)
+	}
+}
+
+func TestCancel_Words(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	t.Run("owner htmx", func(t *testing.T) {
+		run := a.startRun(t, "customer@example.com", 100)
+		c := a.client(t)
+		a.login(t, c, "customer@example.com")
+		wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), "cancel", htmx),
+			"Cancel requested. The agent will stop before any money moves.")
+	})
+	t.Run("approver api", func(t *testing.T) {
+		run := a.awaitingApproval(t, "customer2@example.com")
+		c := a.client(t)
+		a.login(t, c, "approver@example.com")
+		r := a.decide(t, c, "/api/runs/"+run.ID.String(), "cancel", nil)
+		wantStatus(t, r, http.StatusOK)
+		if d := decode[decisionJSON](t, r); d.Result != "cancel_requested" || d.Message != "Cancel requested. The agent will stop before any money moves." {
+			t.Errorf("API answer = %+v", d)
+		}
+		if n := a.events(t, run, store.EventCancelRequested); n != 1 {
+			t.Errorf("cancel.requested events = %d, want 1", n)
+		}
+	})
+}
+
+// TestCancel_BySupport: support reads runs; it does not cancel them.
+func TestCancel_BySupport(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	c := a.client(t)
+	a.login(t, c, "support@example.com")
+	wantStatus(t, a.decide(t, c, "/runs/"+run.ID.String(), "cancel", nil), http.StatusForbidden)
+	wantAPIError(t, a.decide(t, c, "/api/runs/"+run.ID.String(), "cancel", nil), http.StatusForbidden, store.CodeForbidden)
+	if n := a.events(t, run, store.EventCancelRequested); n != 0 {
+		t.Errorf("cancel.requested events = %d, want none", n)
+	}
+}
+
+// TestCancel_TooLate: once the refund's operation exists it may have
+// reached the provider; the cancel is recorded, and the answer says it is
+// too late and that the result is being confirmed.
+func TestCancel_TooLate(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	ctx := context.Background()
+	run := a.awaitingApproval(t, "customer@example.com")
+	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.SubmitOperation(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	page := "/runs/" + run.ID.String()
+	const tooLate = "Too late to cancel: the refund has reached the payment provider; we are confirming the result."
+
+	wantFragment(t, a.decide(t, c, page, "cancel", htmx), tooLate)
+	r := a.decide(t, c, "/api"+page, "cancel", nil)
+	wantStatus(t, r, http.StatusOK)
+	if d := decode[decisionJSON](t, r); d.Result != "too_late" || d.Message != tooLate {
+		t.Errorf("API answer = %+v", d)
+	}
+	if n := a.events(t, run, store.EventCancelRequested); n != 1 {
+		t.Errorf("cancel.requested events = %d, want 1", n)
+	}
+	if n := a.count(t, `SELECT count(*) FROM operations WHERE run_id = $1 AND state = 'submitted'`, run.ID); n != 1 {
+		t.Errorf("submitted operations = %d, want the one left alone", n)
+	}
+}
+
+// TestDecide_FinishedRun: deciding on a run that has ended is a 409 that
+// says so.
+func TestDecide_FinishedRun(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateFailed, "Policy refused."); err != nil {
+		t.Fatal(err)
+	}
+	for _, tc := range []struct{ email, action string }{
+		{"approver@example.com", "approve"},
+		{"approver@example.com", "cancel"},
+		{"customer@example.com", "cancel"},
+	} {
+		t.Run(tc.email+" "+tc.action, func(t *testing.T) {
+			c := a.client(t)
+			a.login(t, c, tc.email)
+			page := a.decide(t, c, "/runs/"+run.ID.String(), tc.action, nil)
+			wantStatus(t, page, http.StatusConflict)
+			if !strings.Contains(page.body, "The run has already finished.") {
+				t.Errorf("409 page lacks the words:\n%s", page.body)
+			}
+			e := wantAPIError(t, a.decide(t, c, "/api/runs/"+run.ID.String(), tc.action, nil), http.StatusConflict, store.CodeConflict)
+			if e.Error.Message != "The run has already finished." {
+				t.Errorf("message = %q", e.Error.Message)
+			}
+			wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), tc.action, htmx), "The run has already finished.")
+		})
+	}
+	if n := a.events(t, run, store.EventCancelRequested) + a.events(t, run, store.EventApprovalGranted); n != 0 {
+		t.Errorf("decision events on a finished run = %d, want none", n)
+	}
+}
