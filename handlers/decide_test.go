@@ -44,6 +44,16 @@ func wantFragment(t *testing.T, r response, words string) {
 	}
 }
 
+// wantFlash checks the run page a plain form was sent back to shows the
+// decision's words once.
+func wantFlash(t *testing.T, r response, words string) {
+	t.Helper()
+	wantStatus(t, r, http.StatusOK)
+	if got := strings.TrimSpace(r.doc(t).Find(".flash").Text()); got != words {
+		t.Errorf("flash = %q, want %q", got, words)
+	}
+}
+
 func (a *app) events(t *testing.T, run *store.Run, typ string) int {
 	t.Helper()
 	return a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, typ)
@@ -60,7 +70,9 @@ func TestApprove_Twice(t *testing.T) {
 	page := "/runs/" + run.ID.String()
 
 	wantRedirect(t, a.decide(t, c, page, "approve", nil), page)
+	wantFlash(t, a.get(t, c, page), "Approved.")
 	wantRedirect(t, a.decide(t, c, page, "approve", nil), page)
+	wantFlash(t, a.get(t, c, page), "Already approved.")
 	wantFragment(t, a.decide(t, c, page, "approve", htmx), "Already approved.")
 	api := a.decide(t, c, "/api"+page, "approve", nil)
 	wantStatus(t, api, http.StatusOK)
@@ -160,6 +172,7 @@ func TestCancel_ByOwner(t *testing.T) {
 	page := "/runs/" + run.ID.String()
 
 	wantRedirect(t, a.decide(t, c, page, "cancel", nil), page)
+	wantFlash(t, a.get(t, c, page), "Cancel requested. The agent will stop before any money moves.")
 	if n := a.events(t, run, store.EventCancelRequested); n != 1 {
 		t.Errorf("cancel.requested events = %d, want 1", n)
 	}
