@@ -13,17 +13,26 @@ func TestLoadConfig_Defaults(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := Config{
-		DataDir:      "./.data",
-		Addr:         "127.0.0.1:8080",
-		ProviderAddr: "127.0.0.1:8081",
-		ProviderURL:  "http://127.0.0.1:8081",
-		ReplayWindow: 15 * time.Minute,
-		LogLevel:     slog.LevelInfo,
-		LogFormat:    "text",
-	}
-	if c != want {
-		t.Errorf("config = %+v\nwant     %+v", c, want)
+	// Field by field, so fields other commands add need no change here.
+	for _, f := range []struct {
+		name      string
+		got, want any
+	}{
+		{"DatabaseURL", c.DatabaseURL, ""},
+		{"DataDir", c.DataDir, "./.data"},
+		{"Addr", c.Addr, "127.0.0.1:8080"},
+		{"ProviderAddr", c.ProviderAddr, "127.0.0.1:8081"},
+		{"ProviderURL", c.ProviderURL, "http://127.0.0.1:8081"},
+		{"SessionKey", c.SessionKey, ""},
+		{"CookieSecure", c.CookieSecure, false},
+		{"ReplayWindow", c.ReplayWindow, 15 * time.Minute},
+		{"ModelBaseURL", c.ModelBaseURL, ""},
+		{"LogLevel", c.LogLevel, slog.LevelInfo},
+		{"LogFormat", c.LogFormat, "text"},
+	} {
+		if f.got != f.want {
+			t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
+		}
 	}
 }
 
