@@ -1,0 +1,485 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
+	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+// browserApp is the whole program in-process: web, executor, simulated
+// provider, one Listener, over a seeded database, watched by a real
+// Chromium signed in as customer@example.com.
+type browserApp struct {
+	*streamApp
+	ctx      context.Context // the browser
+	sim      *payments.Sim
+	approver *store.User
+	narrator *gatedNarrator
+	// offline makes the stream refuse connections (503), as a network
+	// outage would; streams counts stream requests.
+	offline atomic.Bool
+	streams atomic.Int64
+}
+
+func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults) *browserApp {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	log := slog.New(slog.DiscardHandler)
+	l := store.NewListener(st.URL(), log)
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+
+	db, err := sqlx.Open("postgres", st.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sim, err := payments.NewSim(db, faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := httptest.NewServer(sim.Handler())
+	t.Cleanup(provider.Close)
+	t.Cleanup(sim.Close)
+	x := agent.New(agent.Config{Poll: 20 * time.Millisecond, RetryBase: 20 * time.Millisecond, ChunkEvery: time.Millisecond},
+		st, payments.NewClient(provider.URL, 10*time.Second), narrator, l, log)
+	x.Start(ctx)
+	t.Cleanup(x.Stop)
+
+	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey, Listener: l,
+		Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}}, st, log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b := &browserApp{sim: sim, narrator: narrator}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.URL.Path, "/events") && strings.HasPrefix(r.URL.Path, "/runs/") {
+			b.streams.Add(1)
+			if b.offline.Load() {
+				http.Error(w, "offline", http.StatusServiceUnavailable)
+				return
+			}
+		}
+		e.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { shutdown(t, e) })
+
+	b.streamApp = &streamApp{app: &app{srv: srv, store: st}, e: e, listener: l}
+	if b.customer, err = st.UserByEmail(ctx, "customer@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if b.approver, err = st.UserByEmail(ctx, "approver@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	b.ctx = browsertest.New(t)
+	if err := browsertest.Login(b.ctx, srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// gatedNarrator speaks its words one by one while planning, and waits at
+// word gateAt until the gate opens, so a test can act mid-narration.
+type gatedNarrator struct {
+	words  []string
+	gateAt int
+	gate   chan struct{}
+}
+
+func newGatedNarrator(n, gateAt int) *gatedNarrator {
+	g := &gatedNarrator{gateAt: gateAt, gate: make(chan struct{})}
+	for i := 1; i <= n; i++ {
+		g.words = append(g.words, fmt.Sprintf("word%02d ", i))
+	}
+	return g
+}
+
+func (g *gatedNarrator) open() { close(g.gate) }
+
+func (g *gatedNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
+	if f.Stage != "planning" {
+		return agent.Builtin{}.Narrate(ctx, f, emit)
+	}
+	for i, w := range g.words {
+		if i == g.gateAt {
+			select {
+			case <-g.gate:
+			case <-ctx.Done():
+				return ctx.Err()
+			}
+		}
+		if err := emit(w); err != nil {
+			return err
+		}
+		// A model's pace: most words become deltas of their own.
+		select {
+		case <-time.After(3 * time.Millisecond):
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}
+	return nil
+}
+
+// pageState is what the run page shows.
+type pageState struct {
+	State      string   `json:"state"`
+	Applied    int64    `json:"applied"`
+	Narration  *string  `json:"narration"`
+	Timeline   []int64  `json:"timeline"`
+	Final      string   `json:"final"`
+	Ops        []pageOp `json:"ops"`
+	Banner     string   `json:"banner"`
+	Indicator  string   `json:"indicator"`
+	StreamEnd  string   `json:"streamEnd"`
+	Connect    string   `json:"connect"`
+	BodyHTML   string   `json:"bodyHTML"`
+	Trimmed    bool     `json:"trimmed"`
+	NarrSpans  int      `json:"narrSpans"`
+	StatusOnly bool     `json:"statusOnly"`
+}
+
+type pageOp struct {
+	ID    string `json:"id"`
+	State string `json:"state"`
+	Text  string `json:"text"`
+}
+
+const pageStateJS = `(() => {
+  const q = s => document.querySelector(s);
+  const banner = q('#reset-banner');
+  const narr = q('#narration');
+  return {
+    state: q('#run-status') ? q('#run-status').dataset.state : '',
+    applied: +q('#run').dataset.appliedSeq,
+    narration: narr ? narr.textContent : null,
+    narrSpans: narr ? narr.children.length : 0,
+    timeline: [...document.querySelectorAll('#timeline li')].map(li => +li.dataset.seq),
+    final: q('#final-message') ? q('#final-message').textContent : '',
+    ops: [...document.querySelectorAll('#operations li')].map(li => ({id: li.id, state: li.dataset.state, text: li.textContent})),
+    banner: banner && !banner.hidden ? banner.textContent.trim() : '',
+    indicator: q('#stream-indicator').dataset.state,
+    streamEnd: q('#stream-end') ? q('#stream-end').textContent : '',
+    connect: q('#run').getAttribute('sse-connect') || '',
+    bodyHTML: q('#run-body') ? q('#run-body').outerHTML : '',
+    trimmed: !!q('#narration-trimmed'),
+    statusOnly: !!q('#status-only'),
+  };
+})()`
+
+func (b *browserApp) page(t *testing.T) pageState {
+	t.Helper()
+	p, err := chromedp.Run(b.ctx, chromedp.Evaluate[pageState](pageStateJS))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// waitPage waits until the JavaScript condition holds on the page.
+func (b *browserApp) waitPage(t *testing.T, what, cond string) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(b.ctx, 20*time.Second)
+	defer cancel()
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+		t.Fatalf("waiting for %s: %v\npage: %+v", what, err, b.page(t))
+	}
+}
+
+func (b *browserApp) open(t *testing.T, runID uuid.UUID) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Navigate(b.srv.URL+"/runs/"+runID.String()),
+		chromedp.WaitVisible(chromedp.CSS("#run-status"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func (b *browserApp) waitLive(t *testing.T) {
+	t.Helper()
+	b.waitPage(t, "the stream to be live", `document.querySelector('#stream-indicator').dataset.state === 'live'`)
+}
+
+func (b *browserApp) waitState(t *testing.T, runID uuid.UUID, state string) {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := b.store.RunByID(context.Background(), runID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State == state {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run is %s, want %s", r.State, state)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+func (b *browserApp) approve(t *testing.T, runID uuid.UUID) {
+	t.Helper()
+	b.waitState(t, runID, store.StateAwaitingApproval)
+	if _, err := b.store.Approve(context.Background(), runID, b.approver.ID); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// dbState is what PostgreSQL holds about the run.
+type dbState struct {
+	state     string
+	lastSeq   int64
+	narration string
+	business  []int64
+	final     string
+	ops       []store.Operation
+}
+
+func (b *browserApp) db(t *testing.T, runID uuid.UUID) dbState {
+	t.Helper()
+	ctx := context.Background()
+	snap, err := b.store.Snapshot(ctx, runID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := dbState{state: snap.Run.State, lastSeq: snap.CoveringSeq, ops: snap.Operations}
+	var texts []string
+	for _, ev := range snap.Events {
+		if ev.Type == store.EventNarrationDelta {
+			var p struct{ Text string }
+			json.Unmarshal(ev.Payload, &p)
+			texts = append(texts, p.Text)
+			continue
+		}
+		d.business = append(d.business, ev.Seq)
+	}
+	d.narration = strings.Join(texts, "")
+	if snap.FinalMessage != nil {
+		d.final = snap.FinalMessage.Body
+	}
+	return d
+}
+
+// wantPageMatchesDB waits for the finished run on the page, then compares
+// every part of it with the rows in PostgreSQL.
+func (b *browserApp) wantPageMatchesDB(t *testing.T, runID uuid.UUID) (pageState, dbState) {
+	t.Helper()
+	d := b.db(t, runID)
+	if !store.Terminal(d.state) {
+		t.Fatalf("run is %s; compare only finished runs", d.state)
+	}
+	b.waitPage(t, "the finished run", fmt.Sprintf(
+		`+document.querySelector('#run').dataset.appliedSeq === %d && document.querySelector('#stream-indicator').dataset.state === 'closed'`, d.lastSeq))
+	p := b.page(t)
+	if p.State != d.state {
+		t.Errorf("page state = %q, database %q", p.State, d.state)
+	}
+	if p.Narration == nil || *p.Narration != d.narration {
+		t.Errorf("page narration = %q\ndatabase narration = %q", deref(p.Narration), d.narration)
+	}
+	if !slices.Equal(p.Timeline, d.business) {
+		t.Errorf("page timeline seqs = %v, database business events %v", p.Timeline, d.business)
+	}
+	if p.Final != d.final || d.final == "" {
+		t.Errorf("page final message = %q, database %q", p.Final, d.final)
+	}
+	if len(p.Ops) != len(d.ops) {
+		t.Fatalf("page shows %d operations, database has %d", len(p.Ops), len(d.ops))
+	}
+	for i, op := range d.ops {
+		if p.Ops[i].ID != "op-"+op.ID.String() || p.Ops[i].State != op.State ||
+			(op.ProviderRef.Valid && !strings.Contains(p.Ops[i].Text, op.ProviderRef.String)) {
+			t.Errorf("page operation %+v, database %s %s ref %q", p.Ops[i], op.ID, op.State, op.ProviderRef.String)
+		}
+	}
+	if p.StreamEnd != "The run has finished." {
+		t.Errorf("stream end = %q, want it to say the run finished", p.StreamEnd)
+	}
+	return p, d
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return "<none>"
+	}
+	return *s
+}
+
+func TestBrowser_WatchRunLive(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(20, 0)
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	if p := b.page(t); p.Narration == nil || *p.Narration != "" {
+		t.Fatalf("narration before the agent spoke = %q, want empty", deref(p.Narration))
+	}
+	g.open()
+	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
+	b.approve(t, run.ID)
+	b.waitState(t, run.ID, store.StateCompleted)
+	p, _ := b.wantPageMatchesDB(t, run.ID)
+	if !strings.Contains(*p.Narration, "word01 word02") || !strings.Contains(*p.Narration, "payment provider") {
+		t.Errorf("narration = %q, want the planning and the submitting narration", *p.Narration)
+	}
+	if p.NarrSpans < 10 {
+		t.Errorf("%d narration pieces, want them to have arrived one by one", p.NarrSpans)
+	}
+}
+
+func TestBrowser_StreamDroppedMidNarration(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(40, 15)
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitPage(t, "15 words", `document.querySelector('#narration').textContent.includes('word15 ')`)
+	b.waitLive(t)
+	// The server drops the stream; the agent goes on speaking meanwhile.
+	b.srv.CloseClientConnections()
+	g.open()
+	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
+	b.approve(t, run.ID)
+	b.waitState(t, run.ID, store.StateCompleted)
+	b.wantPageMatchesDB(t, run.ID)
+	if n := b.streams.Load(); n < 2 {
+		t.Errorf("%d stream requests, want a reconnect after the drop", n)
+	}
+}
+
+func TestBrowser_ReloadMidRun(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(30, 10)
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitPage(t, "10 words", `document.querySelector('#narration').textContent.includes('word10 ')`)
+	g.open()
+	if err := chromedp.Do(b.ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#run-status"))); err != nil {
+		t.Fatal(err)
+	}
+	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
+	b.approve(t, run.ID)
+	b.waitState(t, run.ID, store.StateCompleted)
+	b.wantPageMatchesDB(t, run.ID)
+}
+
+// TestBrowser_ReconnectAfterSubmission: the stream drops right after the
+// refund reached the provider; the page comes back with the verified result.
+func TestBrowser_ReconnectAfterSubmission(t *testing.T) {
+	t.Parallel()
+	b := newBrowserApp(t, newGatedNarrator(5, -1), payments.Faults{HoldAfterCommit: true})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.approve(t, run.ID)
+	b.waitPage(t, "the submitted refund", `(() => { const op = document.querySelector('#operations li');
+		return op && op.dataset.state === 'submitted' && document.querySelector('#run-status').dataset.state === 'submitting'; })()`)
+	if p := b.page(t); !strings.Contains(p.Ops[0].Text, "not yet confirmed") {
+		t.Errorf("a submitted refund reads %q, want it not yet confirmed", p.Ops[0].Text)
+	}
+	b.srv.CloseClientConnections()
+	b.sim.Release()
+	b.waitState(t, run.ID, store.StateCompleted)
+	_, d := b.wantPageMatchesDB(t, run.ID)
+	if len(d.ops) != 1 || d.ops[0].State != store.OpSucceeded {
+		t.Errorf("ledger = %+v, want one succeeded refund", d.ops)
+	}
+}
+
+// TestBrowser_DuplicateDeliveryIgnored delivers events the page already
+// applied again, as an at-least-once stream may: the page does not change.
+func TestBrowser_DuplicateDeliveryIgnored(t *testing.T) {
+	t.Parallel()
+	b := newBrowserApp(t, newGatedNarrator(12, -1), payments.Faults{})
+	run := b.startRun(t)
+	b.waitState(t, run.ID, store.StateAwaitingApproval)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	last := b.db(t, run.ID).lastSeq
+	before := b.page(t)
+
+	// The stream's own messages for seq 3 (narration) and the last one.
+	c := b.customerClient(t)
+	for _, seq := range []int64{3, last} {
+		msg := b.streamApp.open(t, c, htmlStreamPath(run.ID, fmt.Sprint(seq-1)), "").next(t)
+		if msg.ID != fmt.Sprint(seq) {
+			t.Fatalf("got message %s, want %d", msg.ID, seq)
+		}
+		data, _ := json.Marshal(msg.Data)
+		js := fmt.Sprintf(`document.getElementById('run')['htmx-internal-data'].sseEventSource.dispatchEvent(
+			new MessageEvent('message', {data: %s, lastEventId: %q})); true`, data, msg.ID)
+		if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](js)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	after := b.page(t)
+	if after.BodyHTML != before.BodyHTML || after.Applied != before.Applied || after.Connect != before.Connect {
+		t.Errorf("the page changed when events were delivered again:\nbefore %+v\nafter  %+v", before, after)
+	}
+	// A new event still applies, once.
+	b.approve(t, run.ID)
+	b.waitState(t, run.ID, store.StateCompleted)
+	b.wantPageMatchesDB(t, run.ID)
+}
+
+// TestBrowser_OfflinePastReplayWindow: the page is away while the run
+// finishes and its narration is pruned; it comes back to the banner and
+// the verified result, never to narration the store no longer has.
+func TestBrowser_OfflinePastReplayWindow(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(20, 8)
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitPage(t, "8 words", `document.querySelector('#narration').textContent.includes('word08 ')`)
+	b.waitLive(t)
+
+	b.offline.Store(true)
+	b.srv.CloseClientConnections()
+	b.waitPage(t, "reconnecting", `document.querySelector('#stream-indicator').dataset.state === 'reconnecting'`)
+	g.open()
+	b.approve(t, run.ID)
+	b.waitState(t, run.ID, store.StateCompleted)
+	b.streamApp.run = run
+	b.expire(t) // the replay window passes: narration is pruned
+	b.offline.Store(false)
+
+	d := b.db(t, run.ID)
+	if d.narration != "" {
+		t.Fatalf("narration left after pruning: %q", d.narration)
+	}
+	p, _ := b.wantPageMatchesDB(t, run.ID)
+	if p.Banner != "The run continued while you were offline. This is where it stands now." {
+		t.Errorf("banner = %q", p.Banner)
+	}
+	if !p.Trimmed || strings.Contains(deref(p.Narration), "word") {
+		t.Errorf("narration = %q (trimmed note %v), want none of the pruned narration", deref(p.Narration), p.Trimmed)
+	}
+}
