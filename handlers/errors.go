@@ -31,6 +31,7 @@ var statusByCode = map[string]int{
 	store.CodeCursorInvalid:       http.StatusGone,
 	store.CodeConflict:            http.StatusConflict,
 	store.CodeForbidden:           http.StatusForbidden,
+	store.CodeRateLimited:         http.StatusTooManyRequests,
 }
 
 // Codes the handlers add to the store's vocabulary.

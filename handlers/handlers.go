@@ -68,6 +68,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	e.Use(
 		h.logRequests,
 		middleware.Recover(),
+		h.recordActor,
 		securityHeaders,
 		crossOriginProtection(),
 		middleware.BodyLimit("1M"),
@@ -92,6 +93,10 @@ func (h *Handler) routes() []route {
 	public := []echo.MiddlewareFunc(nil)
 	session := []echo.MiddlewareFunc{h.loadUser}
 	signedIn := []echo.MiddlewareFunc{h.loadUser, h.requireUser}
+	// api rows take a bearer token as well as the session.
+	api := []echo.MiddlewareFunc{h.loadAPIUser, h.requireUser}
+	admin := []echo.MiddlewareFunc{h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
+	support := []echo.MiddlewareFunc{h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
 
 	return []route{
 		{http.MethodGet, "/healthz", h.healthz, public},
@@ -113,13 +118,23 @@ func (h *Handler) routes() []route {
 		// event), since a redirect would make the SSE extension retry forever.
 		{http.MethodGet, "/runs/:id/events", h.streamRunPage, session},
 
-		{http.MethodGet, "/api/orders", h.apiListOrders, signedIn},
-		{http.MethodPost, "/api/runs", h.apiStartRun, signedIn},
-		{http.MethodGet, "/api/runs/:id", h.apiShowRun, signedIn},
-		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, signedIn},
-		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, signedIn},
-		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, signedIn},
-		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, signedIn},
+		{http.MethodGet, "/support/audit", h.showAuditLog, support},
+
+		{http.MethodGet, "/admin/users", h.showAdminUsers, admin},
+		{http.MethodPost, "/admin/users/:id/role", h.setUserRole, admin},
+		{http.MethodPost, "/admin/users/:id/grants", h.setUserGrant, admin},
+		{http.MethodPost, "/admin/users/:id/disable", h.disableUser, admin},
+		{http.MethodPost, "/admin/users/:id/enable", h.enableUser, admin},
+		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin},
+		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin},
+
+		{http.MethodGet, "/api/orders", h.apiListOrders, api},
+		{http.MethodPost, "/api/runs", h.apiStartRun, api},
+		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api},
+		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api},
+		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, api},
+		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, api},
+		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, api},
 	}
 }
 

@@ -3,6 +3,7 @@ package handlers
 import (
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -44,6 +45,11 @@ func (h *Handler) login(c echo.Context) error {
 		return render(c, http.StatusUnprocessableEntity, views.LoginPage(h.loginPage(f.Email, err.Error())))
 	}
 	u, err := h.store.Authenticate(c.Request().Context(), f.Email, f.Password)
+	if errors.Is(err, store.ErrTooManyAttempts) {
+		h.log.InfoContext(c.Request().Context(), "login throttled", "ip", c.RealIP())
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(store.LoginWindow.Seconds())))
+		return render(c, http.StatusTooManyRequests, views.LoginPage(h.loginPage(f.Email, store.ErrTooManyAttempts.Message)))
+	}
 	if errors.Is(err, store.ErrBadCredentials) {
 		h.log.InfoContext(c.Request().Context(), "login failed", "ip", c.RealIP())
 		return render(c, http.StatusUnauthorized, views.LoginPage(h.loginPage(f.Email, msgBadCredentials)))

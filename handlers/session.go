@@ -80,7 +80,7 @@ func (h *Handler) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 		case err != nil:
 			return err
 		default:
-			c.Set(ctxUser, u)
+			setUser(c, u)
 		}
 		return next(c)
 	}

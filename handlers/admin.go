@@ -1,0 +1,166 @@
+package handlers
+
+import (
+	"net/http"
+	"slices"
+	"strconv"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
+)
+
+// Words for the admin's one-time answers.
+const (
+	msgOwnRole    = "You cannot change your own role: ask another admin."
+	msgOwnDisable = "You cannot disable your own account: ask another admin."
+)
+
+// userID parses the :id path parameter; a malformed one is a 404 like a
+// missing user.
+func userID(c echo.Context) (int64, error) {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil || id <= 0 {
+		return 0, store.ErrNotFound
+	}
+	return id, nil
+}
+
+func (h *Handler) showAdminUsers(c echo.Context) error {
+	ctx := c.Request().Context()
+	users, err := h.store.Users(ctx)
+	if err != nil {
+		return err
+	}
+	tokens, err := h.store.Tokens(ctx)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.AdminUsersPage(currentUser(c), views.AdminUsers{
+		Users: users, Tokens: tokens, Flash: h.takeFlash(c),
+	}))
+}
+
+// grantForm gives or takes away one grant.
+type grantForm struct {
+	Grant string
+	On    bool
+}
+
+func (f *grantForm) Validate() error {
+	if !slices.Contains(store.Grants, f.Grant) {
+		return store.Errorf(store.CodeInvalid, "There is no grant %q.", f.Grant)
+	}
+	return nil
+}
+
+func (h *Handler) setUserGrant(c echo.Context) error {
+	id, err := userID(c)
+	if err != nil {
+		return err
+	}
+	on, err := strconv.ParseBool(c.FormValue("on"))
+	if err != nil {
+		return store.Errorf(store.CodeInvalid, "Say whether to give or take away the grant.")
+	}
+	f := grantForm{Grant: c.FormValue("grant"), On: on}
+	if err := f.Validate(); err != nil {
+		return err
+	}
+	u, err := h.store.UserByID(c.Request().Context(), id)
+	if err != nil {
+		return err
+	}
+	if err := h.store.SetGrant(c.Request().Context(), id, f.Grant, f.On); err != nil {
+		return err
+	}
+	msg := "Gave " + f.Grant + " to " + u.Email + "."
+	if !f.On {
+		msg = "Took " + f.Grant + " away from " + u.Email + "."
+	}
+	return h.backToUsers(c, msg)
+}
+
+func (h *Handler) setUserRole(c echo.Context) error {
+	id, err := userID(c)
+	if err != nil {
+		return err
+	}
+	if id == currentUser(c).ID {
+		return store.Errorf(store.CodeForbidden, msgOwnRole)
+	}
+	role := c.FormValue("role")
+	ctx := c.Request().Context()
+	if err := h.store.SetRole(ctx, id, role); err != nil {
+		return err
+	}
+	u, err := h.store.UserByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	return h.backToUsers(c, u.Email+" is now "+u.Role+".")
+}
+
+func (h *Handler) disableUser(c echo.Context) error { return h.setUserDisabled(c, true) }
+func (h *Handler) enableUser(c echo.Context) error  { return h.setUserDisabled(c, false) }
+
+func (h *Handler) setUserDisabled(c echo.Context, disabled bool) error {
+	id, err := userID(c)
+	if err != nil {
+		return err
+	}
+	if disabled && id == currentUser(c).ID {
+		return store.Errorf(store.CodeForbidden, msgOwnDisable)
+	}
+	ctx := c.Request().Context()
+	if err := h.store.SetDisabled(ctx, id, disabled); err != nil {
+		return err
+	}
+	u, err := h.store.UserByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	if disabled {
+		return h.backToUsers(c, "Disabled "+u.Email+": they are signed out at their next request.")
+	}
+	return h.backToUsers(c, "Enabled "+u.Email+" again.")
+}
+
+// createToken answers with the new token on the page itself, the one time
+// it is shown: it never goes through a flash, a redirect or a log.
+func (h *Handler) createToken(c echo.Context) error {
+	id, err := userID(c)
+	if err != nil {
+		return err
+	}
+	ctx := c.Request().Context()
+	owner, err := h.store.UserByID(ctx, id)
+	if err != nil {
+		return err
+	}
+	t, secret, err := h.store.CreateToken(ctx, id, c.FormValue("name"))
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
+	return render(c, http.StatusOK, views.TokenCreatedPage(currentUser(c), owner, t, secret))
+}
+
+func (h *Handler) revokeToken(c echo.Context) error {
+	id, err := strconv.ParseInt(c.Param("id"), 10, 64)
+	if err != nil {
+		return store.ErrNotFound
+	}
+	if err := h.store.RevokeToken(c.Request().Context(), id); err != nil {
+		return err
+	}
+	return h.backToUsers(c, "Revoked the token: it stops working at once.")
+}
+
+func (h *Handler) backToUsers(c echo.Context, msg string) error {
+	if err := h.addFlash(c, msg); err != nil {
+		return err
+	}
+	return redirect(c, "/admin/users")
+}
