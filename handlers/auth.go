@@ -50,7 +50,8 @@ func (h *Handler) loadAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
 			return unauthorizedToken(c)
 		}
-		u, err := h.store.UserByToken(c.Request().Context(), strings.TrimSpace(token))
+		token = strings.TrimSpace(token)
+		u, err := h.store.UserByToken(c.Request().Context(), token)
 		if errors.Is(err, store.ErrNotFound) {
 			return unauthorizedToken(c)
 		}
@@ -58,8 +59,34 @@ func (h *Handler) loadAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 			return err
 		}
 		setUser(c, u)
+		c.Set(ctxToken, token)
 		return next(c)
 	}
+}
+
+// ctxToken is the echo context key of the bearer token a request came
+// with. It stays in memory: never logged, never rendered.
+const ctxToken = "api_token"
+
+// reloadUser loads the request's user afresh through the credential the
+// request came with, for long-lived requests (streams) that re-check
+// access: a bearer token is resolved again, so a revoked token stops a
+// stream as a disabled user does; a session reloads its user. A credential
+// that no longer works is store.ErrNotFound.
+func (h *Handler) reloadUser(c echo.Context) (*store.User, error) {
+	ctx := c.Request().Context()
+	if token, ok := c.Get(ctxToken).(string); ok {
+		return h.store.UserByToken(ctx, token)
+	}
+	u := currentUser(c)
+	if u == nil {
+		return nil, store.ErrNotFound
+	}
+	fresh, err := h.store.UserByID(ctx, u.ID)
+	if err == nil && fresh.Disabled() {
+		return nil, store.ErrNotFound
+	}
+	return fresh, err
 }
 
 func unauthorizedToken(c echo.Context) error {
