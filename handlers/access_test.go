@@ -88,6 +88,41 @@ func TestLogin_RenewsSession(t *testing.T) {
 	if got := a.get(t, c, "/").doc(t).Find("#whoami").Text(); !strings.Contains(got, "approver@example.com") {
 		t.Errorf("#whoami = %q, want the second login", got)
 	}
+	// The session the browser held before the second login is over.
+	wantRedirect(t, a.withCookie(t, c1, "/"), "/login")
+	if got := a.count(t, `SELECT count(*) FROM sessions`); got != 1 {
+		t.Errorf("sessions = %d, want 1", got)
+	}
+}
+
+// withCookie GETs path with nothing but the given session cookie, as
+// someone who copied it would.
+func (a *app) withCookie(t *testing.T, cookie *http.Cookie, path string) response {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, a.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.AddCookie(&http.Cookie{Name: cookie.Name, Value: cookie.Value})
+	return do(t, a.client(t), req)
+}
+
+// TestLogout_CopiedCookieIsWorthless: logging out ends the session on the
+// server, not only in the browser that logged out.
+func TestLogout_CopiedCookieIsWorthless(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	c := a.client(t)
+	r := a.post(t, c, "/login", url.Values{"email": {"customer@example.com"}, "password": {"demo"}})
+	wantRedirect(t, r, "/")
+	copied := sessionCookie(r)
+	wantStatus(t, a.withCookie(t, copied, "/"), http.StatusOK)
+
+	wantRedirect(t, a.post(t, c, "/logout", nil), "/login")
+	wantRedirect(t, a.withCookie(t, copied, "/"), "/login")
+	if got := a.count(t, `SELECT count(*) FROM sessions`); got != 0 {
+		t.Errorf("sessions after logout = %d, want 0", got)
+	}
 }
 
 // pendingRun is a small run of customer@example.com's that asks for a
@@ -242,6 +277,15 @@ func TestAdmin_OnlyAdmins(t *testing.T) {
 	}
 }
 
+func mustURL(t *testing.T, s string) *url.URL {
+	t.Helper()
+	u, err := url.Parse(s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return u
+}
+
 func cmpOr(a, b string) string {
 	if a != "" {
 		return a
@@ -310,6 +354,7 @@ func TestAdmin_ManagesUsers(t *testing.T) {
 	})
 	t.Run("disabling logs the user out at their next request", func(t *testing.T) {
 		wantStatus(t, a.get(t, customer, "/"), http.StatusOK)
+		copied := customer.Jar.Cookies(mustURL(t, a.srv.URL))[0]
 		wantRedirect(t, a.post(t, admin, "/admin/users/"+uid+"/disable", nil), "/admin/users")
 		wantRedirect(t, a.get(t, customer, "/"), "/login")
 		r := a.post(t, a.client(t), "/login", url.Values{"email": {"customer@example.com"}, "password": {"demo"}})
@@ -318,6 +363,8 @@ func TestAdmin_ManagesUsers(t *testing.T) {
 			t.Errorf("status cell = %q, want disabled", got)
 		}
 		wantRedirect(t, a.post(t, admin, "/admin/users/"+uid+"/enable", nil), "/admin/users")
+		// Enabling again does not bring the old sessions back.
+		wantRedirect(t, a.withCookie(t, copied, "/"), "/login")
 		a.login(t, a.client(t), "customer@example.com")
 	})
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"time"
 
 	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
@@ -18,8 +19,8 @@ import (
 const sessionMaxAge = 7 * 24 * 60 * 60
 
 const (
-	keyUserID = "uid"  // session value: the signed-in user's ID
-	ctxUser   = "user" // echo context key: the *store.User loaded for this request
+	keySessionID = "sid"  // session value: the server-side session's ID (store.CreateSession)
+	ctxUser      = "user" // echo context key: the *store.User loaded for this request
 )
 
 // newSessionStore derives separate signing and encryption keys from the one
@@ -67,11 +68,11 @@ func (h *Handler) session(c echo.Context) *sessions.Session {
 func (h *Handler) loadUser(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		s := h.session(c)
-		id, ok := s.Values[keyUserID].(int64)
+		sid, ok := s.Values[keySessionID].(string)
 		if !ok {
 			return next(c)
 		}
-		u, err := h.store.UserByID(c.Request().Context(), id)
+		u, err := h.store.UserBySession(c.Request().Context(), sid)
 		switch {
 		case errors.Is(err, store.ErrNotFound) || (err == nil && u.Disabled()):
 			if err := h.endSession(c); err != nil {
@@ -106,17 +107,37 @@ func currentUser(c echo.Context) *store.User {
 	return u
 }
 
+// startSession starts a new server-side session at every login and ends
+// the one the browser held before, if any, so a session ID planted or
+// copied before login is never the one that is signed in.
 func (h *Handler) startSession(c echo.Context, u *store.User) error {
 	s := h.session(c)
-	s.Values = map[any]any{keyUserID: u.ID}
+	ctx := c.Request().Context()
+	if old, ok := s.Values[keySessionID].(string); ok {
+		if err := h.store.EndSession(ctx, old); err != nil {
+			return err
+		}
+	}
+	sid, err := h.store.CreateSession(ctx, u.ID, sessionMaxAge*time.Second)
+	if err != nil {
+		return err
+	}
+	s.Values = map[any]any{keySessionID: sid}
 	if err := s.Save(c.Request(), c.Response()); err != nil {
 		return fmt.Errorf("handlers: save session: %w", err)
 	}
 	return nil
 }
 
+// endSession ends the server-side session, so a copy of the cookie is
+// worth nothing, and deletes the cookie.
 func (h *Handler) endSession(c echo.Context) error {
 	s := h.session(c)
+	if sid, ok := s.Values[keySessionID].(string); ok {
+		if err := h.store.EndSession(c.Request().Context(), sid); err != nil {
+			return err
+		}
+	}
 	s.Values = map[any]any{}
 	s.Options.MaxAge = -1
 	if err := s.Save(c.Request(), c.Response()); err != nil {

@@ -375,3 +375,55 @@ func TestSetRole_Invalid(t *testing.T) {
 		t.Errorf("disable unknown user: err = %v, want ErrNotFound", err)
 	}
 }
+
+func TestSessions(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	f := newFixture(t)
+	s := f.s
+	sid, err := s.CreateSession(ctx, f.customer.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if u, err := s.UserBySession(ctx, sid); err != nil || u.ID != f.customer.ID || !u.Has(store.GrantRefundAccess) {
+		t.Fatalf("UserBySession = %+v, %v; want the customer with their grant", u, err)
+	}
+	if got := count(t, s, `SELECT count(*) FROM sessions WHERE id_hash = sha256(convert_to($1, 'UTF8'))`, sid); got != 1 {
+		t.Errorf("sessions keyed by the ID's SHA-256 = %d, want 1 (and never the ID itself)", got)
+	}
+	t.Run("expired", func(t *testing.T) {
+		old, err := s.CreateSession(ctx, f.customer.ID, -time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UserBySession(ctx, old); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+	})
+	t.Run("ended", func(t *testing.T) {
+		other, err := s.CreateSession(ctx, f.customer.ID, time.Hour)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := s.EndSession(ctx, other); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UserBySession(ctx, other); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+		if _, err := s.UserBySession(ctx, sid); err != nil {
+			t.Errorf("ending one session ended another: %v", err)
+		}
+	})
+	t.Run("disabling ends every session", func(t *testing.T) {
+		if err := s.SetDisabled(ctx, f.customer.ID, true); err != nil {
+			t.Fatal(err)
+		}
+		if err := s.SetDisabled(ctx, f.customer.ID, false); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := s.UserBySession(ctx, sid); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("err = %v, want ErrNotFound", err)
+		}
+	})
+}

@@ -70,8 +70,8 @@ func (s *Store) SetRole(ctx context.Context, userID int64, role string) error {
 }
 
 // SetDisabled disables (or enables again) a user. A disabled user is out at
-// their next request: sessions and API tokens reload the user every time,
-// and live streams are notified to re-check now.
+// their next request: their sessions end, API tokens reload the user every
+// time, and live streams are notified to re-check now.
 func (s *Store) SetDisabled(ctx context.Context, userID int64, disabled bool) error {
 	return s.inTx(ctx, func(tx *sqlx.Tx) error {
 		q := `UPDATE users SET disabled_at = NULL WHERE id = $1 AND disabled_at IS NOT NULL`
@@ -94,6 +94,11 @@ func (s *Store) SetDisabled(ctx context.Context, userID int64, disabled bool) er
 				return ErrNotFound
 			}
 			return nil
+		}
+		if disabled {
+			if _, err := tx.ExecContext(ctx, `DELETE FROM sessions WHERE user_id = $1`, userID); err != nil {
+				return fmt.Errorf("store: end sessions: %w", err)
+			}
 		}
 		if err := notifyUser(ctx, tx, userID); err != nil {
 			return err
