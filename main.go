@@ -166,15 +166,15 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	if err := st.SeedDemo(ctx); err != nil {
 		return err
 	}
-	e, err := newWeb(cfg, st, logger, true)
-	if err != nil {
-		return err
-	}
 	listener, err := startListener(ctx, st, logger)
 	if err != nil {
 		return err
 	}
 	defer listener.Stop()
+	e, err := newWeb(cfg, st, listener, logger, true)
+	if err != nil {
+		return err
+	}
 	provider, err := startProvider(ctx, cfg, st)
 	if err != nil {
 		return err
@@ -216,7 +216,12 @@ func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logge
 		// Serve anyway: /readyz reports it, and `refundd migrate` fixes it.
 		logger.Warn("database not ready; run `refundd migrate`", "err", err)
 	}
-	e, err := newWeb(cfg, st, logger, false)
+	listener, err := startListener(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	defer listener.Stop()
+	e, err := newWeb(cfg, st, listener, logger, false)
 	if err != nil {
 		return err
 	}
@@ -242,11 +247,14 @@ func runMigrate(ctx context.Context, cfg Config, args []string, logger *slog.Log
 	return nil
 }
 
-func newWeb(cfg Config, st *store.Store, logger *slog.Logger, demo bool) (*echo.Echo, error) {
+// newWeb builds the web server. Its live streams wait on listener; an
+// HTTP shutdown ends them at once (handlers registers that itself).
+func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.Logger, demo bool) (*echo.Echo, error) {
 	return handlers.New(handlers.Config{
 		SessionKey:   cfg.SessionKey,
 		CookieSecure: cfg.CookieSecure,
 		DemoLogins:   demo,
+		Listener:     listener,
 	}, st, logger)
 }
 
