@@ -135,7 +135,10 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 			}
 		}
 	})
-	err = s.write(ctx, views.NewRunView(snap, access == AccessFull, viewer))
+	v := views.NewRunView(snap, access == AccessFull, viewer)
+	// The stream sends history piece by piece; it never holds it.
+	v.Narration, v.Timeline = nil, nil
+	err = s.write(ctx, v)
 	cancel(err)
 	wg.Wait()
 	switch {
@@ -338,6 +341,7 @@ func (s *stream) render(ctx context.Context, v **views.RunView, it item) (done b
 		if err != nil {
 			return false, err
 		}
+		(*v).Narration, (*v).Timeline = nil, nil
 		s.w.message("reset", it.snap.CoveringSeq, data)
 	case itemClose:
 		data, err := s.f.closing(ctx, it.reason)

@@ -731,3 +731,128 @@ func (m *runtimeMem) read() {
 	runtime.ReadMemStats(&ms)
 	m.heap = ms.HeapAlloc
 }
+
+// TestStream_AccessRecheckedWithoutNotification: with no wake-up at all,
+// access is still re-checked every Recheck; a user who may no longer see
+// the run gets the close event.
+func TestStream_AccessRecheckedWithoutNotification(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Recheck: 50 * time.Millisecond}}, false)
+	c := a.customerClient(t)
+	s := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
+	// Taken away without a NOTIFY: only the periodic re-check can see it.
+	if _, err := a.store.DB().Exec(`DELETE FROM grants WHERE user_id = $1`, a.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.next(t); ev.Event != "reset" || !strings.Contains(ev.Data, `id="status-only"`) {
+		t.Fatalf("got %+v, want the status-only reset", ev)
+	}
+	if _, err := a.store.DB().Exec(`UPDATE users SET disabled_at = now() WHERE id = $1`, a.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ev := s.next(t); ev.Event != "close" || !strings.Contains(ev.Data, `id="no-access"`) {
+		t.Fatalf("got %+v, want close taking the run off the page", ev)
+	}
+	s.wantEnd(t)
+}
+
+// TestStream_SlowClientGetsCoalescedNarration: a client that reads late
+// but does read gets all the narration, in fewer, merged messages, in order.
+func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l := store.NewListener(st.URL(), slog.New(slog.DiscardHandler))
+	if err := l.Start(ctx); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(l.Stop)
+	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey, Listener: l,
+		Stream: handlers.StreamConfig{Buffer: 8, SlowAfter: 20 * time.Second}}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewUnstartedServer(e)
+	srv.Listener = smallBufferListener{srv.Listener}
+	srv.Start()
+	t.Cleanup(srv.Close)
+	t.Cleanup(func() { shutdown(t, e) })
+	a := &streamApp{app: &app{srv: srv, store: st}, e: e}
+	if a.customer, err = st.UserByEmail(ctx, "customer@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	a.run = a.startRun(t)
+	c := a.customerClient(t)
+	// A small receive window while the client does not read, so the
+	// server's writes stall after kilobytes.
+	dialed := make(chan *net.TCPConn, 1)
+	c.Transport = &http.Transport{DialContext: func(ctx context.Context, network, addr string) (net.Conn, error) {
+		conn, err := (&net.Dialer{}).DialContext(ctx, network, addr)
+		if tc, ok := conn.(*net.TCPConn); ok {
+			tc.SetReadBuffer(4096)
+			dialed <- tc
+		}
+		return conn, err
+	}}
+
+	// Open the stream but do not read it yet.
+	req, _ := http.NewRequest(http.MethodGet, srv.URL+jsonStreamPath(a.run.ID, "1"), nil)
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	conn := <-dialed
+	const n = 400
+	big := strings.Repeat("x", 200)
+	var want strings.Builder
+	for i := range n {
+		text := fmt.Sprintf("%d:%s ", i, big)
+		want.WriteString(text)
+		if _, err := st.Append(ctx, a.run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	// Now read, with room to do it quickly.
+	conn.SetReadBuffer(1 << 20)
+	events := make(chan sseEvent, 100000)
+	go readSSE(res.Body, events)
+	var got strings.Builder
+	var last int64 = 1
+	messages := 0
+	timeout := time.After(15 * time.Second)
+	for last < n+1 {
+		select {
+		case ev, ok := <-events:
+			if !ok {
+				t.Fatalf("stream ended at seq %d", last)
+			}
+			if ev.Comment != "" {
+				continue
+			}
+			var e store.Event
+			if err := json.Unmarshal([]byte(ev.Data), &e); err != nil {
+				t.Fatal(err)
+			}
+			if e.Seq <= last || ev.seq(t) != e.Seq {
+				t.Fatalf("seq %d (id %s) after %d", e.Seq, ev.ID, last)
+			}
+			last = e.Seq
+			var p struct{ Text string }
+			json.Unmarshal(e.Payload, &p)
+			got.WriteString(p.Text)
+			messages++
+		case <-timeout:
+			t.Fatalf("timed out at seq %d", last)
+		}
+	}
+	if got.String() != want.String() {
+		t.Errorf("narration differs: got %d bytes, want %d", got.Len(), want.Len())
+	}
+	if messages >= n {
+		t.Errorf("%d messages for %d deltas, want the late reader's narration coalesced", messages, n)
+	}
+}
