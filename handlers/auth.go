@@ -71,22 +71,23 @@ const ctxToken = "api_token"
 // reloadUser loads the request's user afresh through the credential the
 // request came with, for long-lived requests (streams) that re-check
 // access: a bearer token is resolved again, so a revoked token stops a
-// stream as a disabled user does; a session reloads its user. A credential
-// that no longer works is store.ErrNotFound.
+// stream; a session is looked up again, so logging out (in any tab) or
+// being disabled stops it. A credential that no longer works is
+// store.ErrNotFound.
 func (h *Handler) reloadUser(c echo.Context) (*store.User, error) {
 	ctx := c.Request().Context()
 	if token, ok := c.Get(ctxToken).(string); ok {
 		return h.store.UserByToken(ctx, token)
 	}
-	u := currentUser(c)
-	if u == nil {
+	sid, ok := h.session(c).Values[keySessionID].(string)
+	if !ok {
 		return nil, store.ErrNotFound
 	}
-	fresh, err := h.store.UserByID(ctx, u.ID)
-	if err == nil && fresh.Disabled() {
+	u, err := h.store.UserBySession(ctx, sid)
+	if err == nil && u.Disabled() {
 		return nil, store.ErrNotFound
 	}
-	return fresh, err
+	return u, err
 }
 
 func unauthorizedToken(c echo.Context) error {

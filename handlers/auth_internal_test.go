@@ -27,9 +27,25 @@ func TestReloadUser_FollowsTheCredential(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	h := &Handler{store: st}
+	sess, err := newSessionStore("test-session-key-0123456789abcdef", false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	h := &Handler{store: st, sessions: sess, cookie: sessionCookieName(false)}
+	e := echo.New()
+	// A browser's cookie, from a real login.
+	login := httptest.NewRecorder()
+	if err := h.startSession(e.NewContext(httptest.NewRequest("POST", "/login", nil), login), u); err != nil {
+		t.Fatal(err)
+	}
 	request := func(token string) echo.Context {
-		c := echo.New().NewContext(httptest.NewRequest("GET", "/api/runs/x/stream", nil), httptest.NewRecorder())
+		req := httptest.NewRequest("GET", "/api/runs/x/stream", nil)
+		if token == "" {
+			for _, ck := range login.Result().Cookies() {
+				req.AddCookie(ck)
+			}
+		}
+		c := e.NewContext(req, httptest.NewRecorder())
 		setUser(c, u)
 		if token != "" {
 			c.Set(ctxToken, token)
@@ -56,5 +72,14 @@ func TestReloadUser_FollowsTheCredential(t *testing.T) {
 	}
 	if _, err := h.reloadUser(bySession); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("disabled user's session: err = %v, want ErrNotFound", err)
+	}
+	if err := st.SetDisabled(ctx, u.ID, false); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := h.reloadUser(request("")); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("session after being enabled again: err = %v, want ErrNotFound (disabling ended it)", err)
+	}
+	if _, err := h.reloadUser(e.NewContext(httptest.NewRequest("GET", "/", nil), httptest.NewRecorder())); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("no credential: err = %v, want ErrNotFound", err)
 	}
 }
