@@ -349,7 +349,9 @@ func TestStream_LastEventIDWinsOverAfter(t *testing.T) {
 // joined before, during or after the appends.
 func TestStream_AppendsRaceTheHandOver(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{PageSize: 50}}, true)
+	// A buffer that never fills, so no narration is coalesced and every
+	// seq must arrive as its own message.
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{PageSize: 50, Buffer: 10000, BufferBytes: 64 << 20}}, true)
 	c := a.customerClient(t)
 	const batches, perBatch = 300, 10
 	total := int64(1 + batches*perBatch)
@@ -358,7 +360,14 @@ func TestStream_AppendsRaceTheHandOver(t *testing.T) {
 	go func() {
 		defer close(done)
 		for i := range batches {
-			a.narrate(t, 1+i*perBatch, perBatch)
+			evs := make([]store.NewEvent, perBatch)
+			for j := range evs {
+				evs[j] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": fmt.Sprint(i, j)}}
+			}
+			if _, err := a.store.Append(context.Background(), a.run.ID, evs...); err != nil {
+				t.Error(err)
+				return
+			}
 		}
 	}()
 	// Join at spread points of the appends: before, during, near the end.
