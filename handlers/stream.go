@@ -258,10 +258,12 @@ func (s *stream) read(ctx context.Context, cursor int64, cursorOK bool, access A
 		if !recheckNow {
 			continue
 		}
-		now, err := s.h.recheckAccess(s.c)
+		now, signedOut, err := s.h.recheckAccess(s.c)
 		switch {
 		case err != nil:
 			return err
+		case signedOut:
+			return closeWith(closeSignedOut)
 		case now == AccessNone:
 			return closeWith(closeDenied)
 		case now != access:
@@ -275,26 +277,25 @@ func (s *stream) read(ctx context.Context, cursor int64, cursorOK bool, access A
 	}
 }
 
-// recheckAccess reloads the user and decides their access again through
-// loadRun, the hook every stream request goes through.
-func (h *Handler) recheckAccess(c echo.Context) (Access, error) {
-	u := currentUser(c)
-	if u == nil {
-		return AccessNone, nil
-	}
-	fresh, err := h.store.UserByID(c.Request().Context(), u.ID)
+// recheckAccess reloads the user through the credential the stream came
+// with (reloadUser: a logged-out session or a revoked token no longer
+// works) and decides their access again through loadRun, the hook every
+// stream request goes through. signedOut: the credential no longer works.
+func (h *Handler) recheckAccess(c echo.Context) (access Access, signedOut bool, err error) {
+	u, err := h.reloadUser(c)
 	if errors.Is(err, store.ErrNotFound) {
-		return AccessNone, nil
+		return AccessNone, true, nil
 	}
 	if err != nil {
-		return AccessNone, err
+		return AccessNone, false, err
 	}
-	c.Set(ctxUser, fresh)
-	_, access, err := h.loadRun(c)
+	// Only the user: the writer goroutine may be using the request.
+	c.Set(ctxUser, u)
+	_, access, err = h.loadRun(c)
 	if errors.Is(err, store.ErrNotFound) {
-		return AccessNone, nil
+		return AccessNone, false, nil
 	}
-	return access, err
+	return access, false, err
 }
 
 // write is the writer: it sends what the reader queued, and a heartbeat

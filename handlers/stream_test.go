@@ -865,3 +865,17 @@ func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
 		t.Errorf("%d messages for %d deltas, want the late reader's narration coalesced", messages, n)
 	}
 }
+
+// TestStream_LogoutEndsStream: logging out (in any tab) ends what the
+// session opened at the next re-check.
+func TestStream_LogoutEndsStream(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Recheck: 50 * time.Millisecond}}, true)
+	c := a.customerClient(t)
+	s := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
+	wantRedirect(t, a.post(t, c, "/logout", nil), "/login")
+	if ev := s.next(t); ev.Event != "close" || !strings.Contains(ev.Data, "Log in again") {
+		t.Fatalf("got %+v, want close asking to log in again", ev)
+	}
+	s.wantEnd(t)
+}
