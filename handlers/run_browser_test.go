@@ -483,3 +483,36 @@ func TestBrowser_OfflinePastReplayWindow(t *testing.T) {
 		t.Errorf("narration = %q (trimmed note %v), want none of the pruned narration", deref(p.Narration), p.Trimmed)
 	}
 }
+
+// TestBrowser_ReconnectRightAfterStart: the customer submits the refund
+// form, lands on the run page, and the stream drops at once; the run goes
+// on regardless and the page catches up with no gap and no repeat.
+func TestBrowser_ReconnectRightAfterStart(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(20, 5)
+	b := newBrowserApp(t, g, payments.Faults{})
+	orders, err := b.store.OrdersByCustomer(context.Background(), b.customer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = chromedp.Do(b.ctx,
+		chromedp.Navigate(b.srv.URL+"/"),
+		chromedp.SetValue(chromedp.CSS(`#start-form select[name="order_id"]`), fmt.Sprint(orders[0].ID)),
+		chromedp.SendKeys(chromedp.CSS(`#start-form input[name="amount"]`), "5.00"),
+		chromedp.SendKeys(chromedp.CSS(`#start-form textarea[name="reason"]`), "arrived broken"),
+		chromedp.Submit(chromedp.CSS(`#start-form`)),
+		chromedp.WaitVisible(chromedp.CSS("#run-status")),
+	)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.srv.CloseClientConnections()
+	runs, err := b.store.RunsByOwner(context.Background(), b.customer.ID, 10)
+	if err != nil || len(runs) != 1 {
+		t.Fatalf("runs = %v, %v; want the one the form started", runs, err)
+	}
+	g.open()
+	b.approve(t, runs[0].ID)
+	b.waitState(t, runs[0].ID, store.StateCompleted)
+	b.wantPageMatchesDB(t, runs[0].ID)
+}
