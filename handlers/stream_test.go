@@ -879,3 +879,31 @@ func TestStream_LogoutEndsStream(t *testing.T) {
 	}
 	s.wantEnd(t)
 }
+
+// TestStream_JSONStatusOnly: a program whose user may see the state only
+// gets event: status, never narration or the events themselves.
+func TestStream_JSONStatusOnly(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, true)
+	c := a.customerClient(t)
+	if err := a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+	s := a.open(t, c, jsonStreamPath(a.run.ID, "0"), "")
+	if ev := s.next(t); ev.Event != "status" || ev.ID != "1" || !strings.Contains(ev.Data, `"state":"created"`) {
+		t.Errorf("got %+v, want the status after seq 1", ev)
+	}
+	a.narrate(t, 1, 2) // seq 2..3: not for this viewer
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []struct{ id, has string }{{"4", `"final_message":"Canceled as requested."`}, {"5", `"state":"canceled"`}} {
+		ev := s.next(t)
+		if ev.Event != "status" || ev.ID != want.id || !strings.Contains(ev.Data, want.has) || strings.Contains(ev.Data, "w1") {
+			t.Errorf("got %+v, want status %s with %s", ev, want.id, want.has)
+		}
+	}
+	if ev := s.next(t); ev.Event != "close" {
+		t.Errorf("got %+v, want close", ev)
+	}
+}
