@@ -67,8 +67,9 @@
   document.addEventListener('htmx:sseOpen', function () { indicate('live', 'Live'); });
   document.addEventListener('htmx:sseError', function () { indicate('reconnecting', 'Reconnecting…'); });
   document.addEventListener('htmx:sseClose', function () {
-    indicate('closed', 'Not live');
-    var el = document.getElementById('stream-indicator');
-    if (el) el.setAttribute('data-state', 'closed');
+    var status = document.getElementById('run-status');
+    var state = status ? status.getAttribute('data-state') : '';
+    var finished = state === 'completed' || state === 'failed' || state === 'canceled';
+    indicate('closed', finished ? 'Final' : 'Not live');
   });
 })();
