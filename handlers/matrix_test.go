@@ -1,0 +1,747 @@
+package handlers_test
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+// The principals of the authorization matrix, in the order of its columns.
+const (
+	mxAnon     = iota // no session, no token
+	mxCustomer        // customer@example.com, the owner of the run, with refund_access
+	mxOther           // customer2@example.com: a customer, not the owner
+	mxRevoked         // a customer whose refund_access was taken away, on their own run
+	mxApprover        // approver@example.com
+	mxSupport         // support@example.com
+	mxAdmin           // admin@example.com
+	mxToken           // an API bearer token of the customer's, and no session
+	mxPrincipals
+)
+
+var mxNames = [mxPrincipals]string{"anonymous", "customer", "other-customer", "revoked-customer",
+	"approver", "support", "admin", "customer-token"}
+
+// mxWant is one row of expectations, one per principal (column order
+// above). Each is "<status> [detail…]" or "sse <what is delivered>":
+//
+//	303 /login, 303 /, 303 /admin/users: a redirect there
+//	303 run:     a redirect to the run's page; 303 new-run: to a new run's page
+//	200 full:    the run with its narration and timeline
+//	200 status:  the run's status only: no narration, no timeline
+//	sse full:    the stream replays the narration and the timeline
+//	sse status:  the stream sends status only, no narration, no timeline
+//	sse denied, sse signed-out: the close event, nothing of the run, the end
+//	+:           the request changes state although it redirects to /login
+//
+// A state-changing row's change must happen exactly when the request
+// succeeds (2xx, or a 303 anywhere but /login, or +), and never otherwise.
+type mxWant [mxPrincipals]string
+
+// mxRow is one route of handlers' route table.
+type mxRow struct {
+	method, route string
+	// fresh: the request changes the session, so it gets a client of its
+	// own, signed in as the principal, instead of the shared one.
+	fresh bool
+	cell  mxCellFunc
+	want  mxWant
+}
+
+// mxCellFunc builds the request of row for who, made with client c.
+type mxCellFunc func(t *testing.T, m *mxApp, row mxRow, who int, c *http.Client) *mxCell
+
+// mxRows is the matrix: every route of DESIGN.md (and every other route the
+// server registers) × every principal → what they get.
+func mxRows() []mxRow {
+	const L = "303 /login"
+	return []mxRow{
+		// mxWant columns: anonymous, customer (owner), other-customer, revoked-customer (owner), approver, support, admin, customer-token.
+		{"GET", "/healthz", false, mxPath("/healthz"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+		{"GET", "/readyz", false, mxPath("/readyz"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+		{"GET", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+		{"HEAD", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+
+		{"GET", "/login", false, mxPath("/login"), mxWant{"200", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "200"}},
+		{"POST", "/login", true, mxLogin, mxWant{"401", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "401"}},
+		{"POST", "/logout", true, mxLogout, mxWant{L, L + " +", L + " +", L + " +", L + " +", L + " +", L + " +", L}},
+
+		{"GET", "/", false, mxPath("/"), mxWant{L, "200", "200", "200", "200", "200", "200", L}},
+		{"POST", "/runs", false, mxStartForm, mxWant{L, "303 new-run", "303 new-run", "403", "403", "403", "403", L}},
+		{"POST", "/runs/:id/approve", false, mxOnRun(store.EventApprovalGranted), mxWant{L, "403", "404", "403", "303 run", "403", "404", L}},
+		{"POST", "/runs/:id/cancel", false, mxOnRun(store.EventCancelRequested), mxWant{L, "303 run", "404", "303 run", "303 run", "403", "404", L}},
+		{"GET", "/support/runs", false, mxPath("/support/runs"), mxWant{L, "403", "403", "403", "403", "200", "403", L}},
+		{"GET", "/runs/:id", false, mxOnRun(""), mxWant{L, "200 full", "404", "200 status", "200 full", "200 full", "404", L}},
+		{"GET", "/runs/:id/events", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
+
+		{"GET", "/support/audit", false, mxPath("/support/audit"), mxWant{L, "403", "403", "403", "403", "200", "200", L}},
+
+		{"GET", "/admin/users", false, mxPath("/admin/users"), mxWant{L, "403", "403", "403", "403", "403", "200", L}},
+		{"POST", "/admin/users/:id/role", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
+		{"POST", "/admin/users/:id/grants", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
+		{"POST", "/admin/users/:id/disable", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
+		{"POST", "/admin/users/:id/enable", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
+		{"POST", "/admin/users/:id/tokens", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "200", L}},
+		{"POST", "/admin/tokens/:id/revoke", false, mxOnToken, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
+
+		{"GET", "/api/orders", false, mxOrders, mxWant{"401", "200", "200", "200", "200", "200", "200", "200"}},
+		{"POST", "/api/runs", false, mxAPIStart, mxWant{"401", "201", "201", "403", "403", "403", "403", "201"}},
+		{"GET", "/api/runs/:id", false, mxOnRun(""), mxWant{"401", "200 full", "404", "200 status", "200 full", "200 full", "404", "200 full"}},
+		{"GET", "/api/runs/:id/events", false, mxOnRun(""), mxWant{"401", "200 full", "404", "403", "200 full", "200 full", "404", "200 full"}},
+		{"GET", "/api/runs/:id/stream", false, mxOnRun(""), mxWant{"401", "sse full", "404", "sse status", "sse full", "sse full", "404", "sse full"}},
+		{"POST", "/api/runs/:id/approve", false, mxOnRun(store.EventApprovalGranted), mxWant{"401", "403", "404", "403", "200", "403", "404", "403"}},
+		{"POST", "/api/runs/:id/cancel", false, mxOnRun(store.EventCancelRequested), mxWant{"401", "200", "404", "200", "200", "403", "404", "200"}},
+	}
+}
+
+// TestMatrix is the authorization matrix of issue 6: every principal ×
+// every route → the status, what is shown or streamed, and whether the
+// request changed anything.
+func TestMatrix(t *testing.T) {
+	t.Parallel()
+	m := newMxApp(t)
+	rows := mxRows()
+
+	t.Run("every route has a row", func(t *testing.T) {
+		registered := map[string]bool{}
+		for _, r := range m.e.Routes() {
+			if r.Method == echo.RouteNotFound {
+				continue
+			}
+			registered[r.Method+" "+r.Path] = true
+		}
+		listed := map[string]bool{}
+		for _, row := range rows {
+			key := row.method + " " + row.route
+			if listed[key] {
+				t.Errorf("%s has two rows", key)
+			}
+			listed[key] = true
+			if !registered[key] {
+				t.Errorf("%s has a row but is not a route (renamed or removed? update the matrix)", key)
+			}
+		}
+		for key := range registered {
+			if !listed[key] {
+				t.Errorf("route %s has no row in the authorization matrix: add one saying who gets what", key)
+			}
+		}
+	})
+
+	for _, row := range rows {
+		t.Run(row.method+" "+row.route, func(t *testing.T) {
+			t.Parallel()
+			for who := range mxPrincipals {
+				t.Run(mxNames[who], func(t *testing.T) {
+					t.Parallel()
+					m.check(t, row, who)
+				})
+			}
+		})
+	}
+}
+
+// mxApp is the matrix's server, its principals and their clients.
+type mxApp struct {
+	*app
+	e       *echo.Echo
+	token   string                    // the customer's API token
+	users   [mxPrincipals]*store.User // nil for anonymous; the customer for the token
+	clients [mxPrincipals]*http.Client
+}
+
+func newMxApp(t *testing.T) *mxApp {
+	t.Helper()
+	ctx := context.Background()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(ctx); err != nil {
+		t.Fatal(err)
+	}
+	// The revoked customer had refund_access, started a refund, then lost
+	// the grant.
+	revoked, err := st.CreateUser(ctx, "revoked@example.com", "Rory Revoked", store.RoleCustomer, store.DemoPassword, store.GrantRefundAccess)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.CreateOrder(ctx, revoked.ID, "Umbrella", 4200, "EUR"); err != nil {
+		t.Fatal(err)
+	}
+	if err := st.SetGrant(ctx, revoked.ID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+
+	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey}, st, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := httptest.NewServer(e)
+	t.Cleanup(srv.Close)
+	// Runs first: ends open streams, as a graceful shutdown does.
+	t.Cleanup(func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		_ = e.Server.Shutdown(ctx)
+	})
+	m := &mxApp{app: &app{srv: srv, store: st}, e: e}
+
+	for who, email := range [mxPrincipals]string{mxCustomer: "customer@example.com", mxOther: "customer2@example.com",
+		mxRevoked: "revoked@example.com", mxApprover: "approver@example.com", mxSupport: "support@example.com", mxAdmin: "admin@example.com"} {
+		if email == "" {
+			continue
+		}
+		if m.users[who], err = st.UserByEmail(ctx, email); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if m.users[mxRevoked].Has(store.GrantRefundAccess) || !m.users[mxCustomer].Has(store.GrantRefundAccess) {
+		t.Fatal("the revoked customer holds refund_access, or the customer does not")
+	}
+	m.users[mxToken] = m.users[mxCustomer]
+	if _, m.token, err = st.CreateToken(ctx, m.users[mxCustomer].ID, "matrix"); err != nil {
+		t.Fatal(err)
+	}
+	for who := range mxPrincipals {
+		m.clients[who] = m.newClient(t, who)
+	}
+	return m
+}
+
+// mxBearer sends every request with the bearer token and no cookie.
+type mxBearer struct{ token string }
+
+func (b mxBearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
+}
+
+// newClient is a client of who's own: signed in with a session of its own,
+// or carrying the token.
+func (m *mxApp) newClient(t *testing.T, who int) *http.Client {
+	t.Helper()
+	c := m.client(t)
+	switch who {
+	case mxAnon:
+	case mxToken:
+		c.Transport = mxBearer{m.token}
+	default:
+		m.login(t, c, m.users[who].Email)
+	}
+	return c
+}
+
+// mxCell is one request of the matrix and what to look at afterwards.
+type mxCell struct {
+	path    string
+	form    url.Values // a form post
+	json    string     // a JSON body
+	hdr     map[string]string
+	run     *store.Run // the run the path names, if any
+	lastSeq int64      // the run's last seq when the request is made
+	secrets struct{ narration, reason string }
+	// changed reports whether the request's state change happened; nil
+	// for requests that change nothing.
+	changed func(t *testing.T) bool
+	// body checks a successful answer's body further.
+	body func(t *testing.T, body string)
+}
+
+func mxPath(path string) mxCellFunc {
+	return func(*testing.T, *mxApp, mxRow, int, *http.Client) *mxCell { return &mxCell{path: path} }
+}
+
+// mxOnRun makes a fresh run awaiting approval for each request (owned by
+// the customer, or by the revoked customer for themselves), with narration
+// and a reason no one else may see. With eventType, the request's change is
+// that event being appended.
+func mxOnRun(eventType string) mxCellFunc {
+	return func(t *testing.T, m *mxApp, row mxRow, who int, _ *http.Client) *mxCell {
+		t.Helper()
+		ctx := context.Background()
+		owner := m.users[mxCustomer]
+		if who == mxRevoked {
+			owner = m.users[mxRevoked]
+		}
+		orders, err := m.store.OrdersByCustomer(ctx, owner.ID)
+		if err != nil || len(orders) == 0 {
+			t.Fatalf("orders of %s: %v (%d)", owner.Email, err, len(orders))
+		}
+		c := &mxCell{}
+		c.secrets.reason = "mx-reason-" + uuid.NewString()
+		c.secrets.narration = "mx-narration-" + uuid.NewString()
+		run, _, err := m.store.StartRun(ctx, store.StartRequest{OwnerID: owner.ID, ClientRequestID: uuid.NewString(),
+			OrderID: orders[0].ID, Amount: 1, Reason: c.secrets.reason})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, err := m.store.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta,
+			Payload: map[string]string{"text": c.secrets.narration + " "}}); err != nil {
+			t.Fatal(err)
+		}
+		if run, err = m.store.RequestApproval(ctx, run.ID, map[string]any{"amount": 1}); err != nil {
+			t.Fatal(err)
+		}
+		c.run, c.lastSeq = run, run.LastSeq
+		c.path = strings.Replace(row.route, ":id", run.ID.String(), 1)
+		if strings.HasSuffix(row.route, "/events") || strings.HasSuffix(row.route, "/stream") {
+			c.path += "?after=0" // whatever cursor they hold
+		}
+		if eventType != "" {
+			c.changed = func(t *testing.T) bool {
+				return m.mxCount(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, eventType) > 0
+			}
+		}
+		return c
+	}
+}
+
+// mxLogin posts the principal's own credentials (a wrong password for
+// those without an account), from a client already signed in as them.
+func mxLogin(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mxCell {
+	email, password := "customer@example.com", "not the password"
+	if u := m.users[who]; u != nil && who != mxToken {
+		email, password = u.Email, store.DemoPassword
+	}
+	return &mxCell{path: "/login", form: url.Values{"email": {email}, "password": {password}},
+		changed: func(t *testing.T) bool { return m.status(t, client, "/") == http.StatusOK }}
+}
+
+// mxLogout's change is that the session the client held no longer works,
+// even for a copy of its cookie.
+func mxLogout(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mxCell {
+	var held *http.Cookie
+	for _, ck := range client.Jar.Cookies(mustURL(t, m.srv.URL)) {
+		if strings.Contains(ck.Name, "refundd_session") {
+			held = ck
+		}
+	}
+	return &mxCell{path: "/logout", changed: func(t *testing.T) bool {
+		if held == nil {
+			return false
+		}
+		copied := m.client(t)
+		copied.Jar.SetCookies(mustURL(t, m.srv.URL), []*http.Cookie{{Name: held.Name, Value: held.Value}})
+		return m.status(t, copied, "/") != http.StatusOK
+	}}
+}
+
+// mxOrderOf is an order of who's own, or the customer's for those without.
+func (m *mxApp) mxOrderOf(t *testing.T, who int) int64 {
+	t.Helper()
+	for _, u := range []*store.User{m.users[who], m.users[mxCustomer]} {
+		if u == nil {
+			continue
+		}
+		orders, err := m.store.OrdersByCustomer(context.Background(), u.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(orders) > 0 {
+			return orders[0].ID
+		}
+	}
+	t.Fatal("no order")
+	return 0
+}
+
+func mxStarted(m *mxApp, requestID string) func(t *testing.T) bool {
+	return func(t *testing.T) bool {
+		return m.mxCount(t, `SELECT count(*) FROM runs WHERE client_request_id = $1`, requestID) > 0
+	}
+}
+
+func mxStartForm(t *testing.T, m *mxApp, _ mxRow, who int, _ *http.Client) *mxCell {
+	rid := uuid.NewString()
+	return &mxCell{path: "/runs", form: url.Values{"request_id": {rid}, "order_id": {strconv.FormatInt(m.mxOrderOf(t, who), 10)},
+		"amount": {"0.01"}, "reason": {"matrix"}}, changed: mxStarted(m, rid)}
+}
+
+func mxAPIStart(t *testing.T, m *mxApp, _ mxRow, who int, _ *http.Client) *mxCell {
+	rid := uuid.NewString()
+	return &mxCell{path: "/api/runs", json: fmt.Sprintf(`{"order_id":%d,"amount":1,"reason":"matrix"}`, m.mxOrderOf(t, who)),
+		hdr: map[string]string{"Idempotency-Key": rid}, changed: mxStarted(m, rid)}
+}
+
+// mxOrders: whoever may call it sees their own orders and no one else's.
+func mxOrders(t *testing.T, m *mxApp, _ mxRow, who int, _ *http.Client) *mxCell {
+	return &mxCell{path: "/api/orders", body: func(t *testing.T, body string) {
+		var got []struct {
+			ID int64 `json:"id"`
+		}
+		if err := json.Unmarshal([]byte(body), &got); err != nil {
+			t.Fatalf("orders are not a JSON list: %v\n%s", err, body)
+		}
+		orders, err := m.store.OrdersByCustomer(context.Background(), m.users[who].ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var ids, want []int64
+		for _, o := range got {
+			ids = append(ids, o.ID)
+		}
+		for _, o := range orders {
+			want = append(want, o.ID)
+		}
+		slices.Sort(ids)
+		slices.Sort(want)
+		if !slices.Equal(ids, want) {
+			t.Errorf("order IDs = %v, want the caller's own %v", ids, want)
+		}
+	}}
+}
+
+// mxTarget is a fresh customer for an admin request to act on, so that no
+// two requests change the same user.
+func (m *mxApp) mxTarget(t *testing.T) int64 {
+	t.Helper()
+	var id int64
+	if err := m.store.DB().Get(&id, `INSERT INTO users (email, name, role, password_hash) VALUES ($1, 'Target', 'customer', 'x') RETURNING id`,
+		"target-"+uuid.NewString()+"@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := m.store.DB().Exec(`INSERT INTO grants (user_id, name) VALUES ($1, $2)`, id, store.GrantRefundAccess); err != nil {
+		t.Fatal(err)
+	}
+	return id
+}
+
+// mxOnUser is an admin request on a fresh user; its change is the one the
+// route names.
+func mxOnUser(t *testing.T, m *mxApp, row mxRow, _ int, _ *http.Client) *mxCell {
+	id := m.mxTarget(t)
+	route := row.route
+	op := route[strings.LastIndex(route, "/")+1:]
+	c := &mxCell{path: fmt.Sprintf("/admin/users/%d/%s", id, op)}
+	query := map[string]string{
+		"role":    `SELECT count(*) FROM users WHERE id = $1 AND role = 'approver'`,
+		"grants":  `SELECT count(*) FROM users WHERE id = $1 AND NOT EXISTS (SELECT 1 FROM grants WHERE user_id = $1)`,
+		"disable": `SELECT count(*) FROM users WHERE id = $1 AND disabled_at IS NOT NULL`,
+		"enable":  `SELECT count(*) FROM users WHERE id = $1 AND disabled_at IS NULL`,
+		"tokens":  `SELECT count(*) FROM api_tokens WHERE user_id = $1`,
+	}[op]
+	if query == "" {
+		t.Fatalf("no state change known for %s", route)
+	}
+	switch op {
+	case "role":
+		c.form = url.Values{"role": {store.RoleApprover}}
+	case "grants":
+		c.form = url.Values{"grant": {store.GrantRefundAccess}, "on": {"false"}}
+	case "enable":
+		if _, err := m.store.DB().Exec(`UPDATE users SET disabled_at = now() WHERE id = $1`, id); err != nil {
+			t.Fatal(err)
+		}
+	case "tokens":
+		c.form = url.Values{"name": {"matrix"}}
+	}
+	c.changed = func(t *testing.T) bool { return m.mxCount(t, query, id) > 0 }
+	return c
+}
+
+func mxOnToken(t *testing.T, m *mxApp, _ mxRow, _ int, _ *http.Client) *mxCell {
+	tok, _, err := m.store.CreateToken(context.Background(), m.mxTarget(t), "matrix")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &mxCell{path: fmt.Sprintf("/admin/tokens/%d/revoke", tok.ID), changed: func(t *testing.T) bool {
+		return m.mxCount(t, `SELECT count(*) FROM api_tokens WHERE id = $1 AND revoked_at IS NOT NULL`, tok.ID) > 0
+	}}
+}
+
+func (m *mxApp) mxCount(t *testing.T, query string, args ...any) int {
+	t.Helper()
+	var n int
+	if err := m.store.DB().QueryRow(query, args...).Scan(&n); err != nil {
+		t.Fatal(err)
+	}
+	return n
+}
+
+// status GETs path as c and returns the status.
+func (m *mxApp) status(t *testing.T, c *http.Client, path string) int {
+	t.Helper()
+	req, err := http.NewRequest(http.MethodGet, m.srv.URL+path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return do(t, c, req).status
+}
+
+// check makes the row's request as who and compares what comes back with
+// the matrix.
+func (m *mxApp) check(t *testing.T, row mxRow, who int) {
+	want := strings.Fields(row.want[who])
+	if len(want) == 0 {
+		t.Fatalf("the matrix says nothing about %s on %s %s", mxNames[who], row.method, row.route)
+	}
+	client := m.clients[who]
+	if row.fresh {
+		client = m.newClient(t, who)
+	}
+	cell := row.cell(t, m, row, who, client)
+	if want[0] == "sse" {
+		m.checkStream(t, client, cell, want[1])
+		return
+	}
+	code, err := strconv.Atoi(want[0])
+	if err != nil {
+		t.Fatalf("bad expectation %q", row.want[who])
+	}
+	detail := strings.Join(want[1:], " ")
+
+	// Generous: logins hash passwords, slowly under -race.
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	var body io.Reader
+	switch {
+	case cell.form != nil:
+		body = strings.NewReader(cell.form.Encode())
+	case cell.json != "":
+		body = strings.NewReader(cell.json)
+	}
+	req, err := http.NewRequestWithContext(ctx, row.method, m.srv.URL+cell.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case cell.form != nil:
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	case cell.json != "":
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range cell.hdr {
+		req.Header.Set(k, v)
+	}
+	r := do(t, client, req)
+	if r.status != code {
+		t.Errorf("%s %s as %s = %d, want %d; body:\n%.600s", row.method, cell.path, mxNames[who], r.status, code, r.body)
+	}
+
+	location := ""
+	for _, d := range want[1:] {
+		switch d {
+		case "run":
+			location = "/runs/" + cell.run.ID.String()
+		case "new-run":
+			if loc := r.header.Get("Location"); !strings.HasPrefix(loc, "/runs/") || uuid.Validate(strings.TrimPrefix(loc, "/runs/")) != nil {
+				t.Errorf("Location = %q, want a new run's page", loc)
+			}
+		case "full", "status", "+":
+		default:
+			location = d
+		}
+	}
+	if location != "" && r.header.Get("Location") != location {
+		t.Errorf("Location = %q, want %q", r.header.Get("Location"), location)
+	}
+
+	m.checkShown(t, row, cell, detail, code >= 400, r.body)
+	if r.status == code && code/100 == 2 && cell.body != nil {
+		cell.body(t, r.body)
+	}
+	if cell.changed != nil {
+		succeeds := code/100 == 2 || (code == http.StatusSeeOther && location != "/login") || slices.Contains(want, "+")
+		if got := cell.changed(t); got != succeeds {
+			t.Errorf("%s %s as %s: state changed = %v, want %v", row.method, cell.path, mxNames[who], got, succeeds)
+		}
+	}
+}
+
+// checkShown checks how much of the run a response shows: all of it (full),
+// its status only, or, when refused, nothing.
+func (m *mxApp) checkShown(t *testing.T, row mxRow, cell *mxCell, detail string, refused bool, body string) {
+	if cell.run == nil {
+		return
+	}
+	narration, reason := cell.secrets.narration, cell.secrets.reason
+	api := strings.HasPrefix(cell.path, "/api/")
+	switch {
+	case detail == "full" && row.route == "/api/runs/:id":
+		// The snapshot holds no narration: the run itself, in full.
+		if !strings.Contains(body, `"access":"full"`) || !strings.Contains(body, reason) {
+			t.Errorf("full access, but the snapshot is not the full one:\n%.800s", body)
+		}
+	case detail == "full":
+		if !strings.Contains(body, narration) {
+			t.Errorf("full access, but the narration is not in the answer:\n%.800s", body)
+		}
+		if !api && !strings.Contains(body, `id="timeline"`) {
+			t.Errorf("full access, but the page has no timeline")
+		}
+	case detail == "status":
+		if strings.Contains(body, narration) || strings.Contains(body, `id="timeline"`) || strings.Contains(body, `id="narration"`) {
+			t.Errorf("status-only access, but the answer has the narration or the timeline:\n%.800s", body)
+		}
+		if !api && !strings.Contains(body, `id="status-only"`) {
+			t.Errorf("status-only page does not say so")
+		}
+		if api && !strings.Contains(body, `"access":"status"`) {
+			t.Errorf("status-only snapshot = %.400s, want access status", body)
+		}
+	default:
+		if strings.Contains(body, narration) {
+			t.Errorf("the narration leaked into an answer that is not full access:\n%.600s", body)
+		}
+		if refused && strings.Contains(body, reason) {
+			t.Errorf("a refusal shows the run's reason:\n%.600s", body)
+		}
+	}
+}
+
+// mxFrame is one SSE message.
+type mxFrame struct{ event, id, data string }
+
+// checkStream opens a stream as client with cursor 0 and reads it until
+// the run's last event (or the end), then checks what was delivered.
+func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, what string) {
+	api := strings.HasPrefix(cell.path, "/api/")
+	stopAt := int64(-1)
+	if what == "full" || what == "status" {
+		stopAt = cell.lastSeq
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.srv.URL+cell.path, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req.Header.Set("Accept", "text/event-stream")
+	res, err := client.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
+		b, _ := io.ReadAll(res.Body)
+		t.Fatalf("status %d (%s), want a stream; body:\n%.600s", res.StatusCode, res.Header.Get("Content-Type"), b)
+	}
+
+	var frames []mxFrame
+	reached, ended, early := false, false, false
+	sc := bufio.NewScanner(res.Body)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	var f mxFrame
+	var data []string
+read:
+	for sc.Scan() {
+		line := sc.Text()
+		switch {
+		case line == "":
+			if data != nil || f.event != "" {
+				f.data = strings.Join(data, "\n")
+				frames = append(frames, f)
+				if stopAt >= 0 && f.id == strconv.FormatInt(stopAt, 10) {
+					reached = true
+					break read
+				}
+				if stopAt < 0 && f.event != "close" {
+					early = true
+					break read // a refused stream that goes on: fail now
+				}
+			}
+			f, data = mxFrame{}, nil
+		case strings.HasPrefix(line, ":"):
+		default:
+			field, value, _ := strings.Cut(line, ":")
+			value = strings.TrimPrefix(value, " ")
+			switch field {
+			case "event":
+				f.event = value
+			case "id":
+				f.id = value
+			case "data":
+				data = append(data, value)
+			}
+		}
+	}
+	if !reached && !early {
+		ended = ctx.Err() == nil && sc.Err() == nil
+	}
+	if stopAt >= 0 && !reached {
+		t.Fatalf("the stream did not deliver up to seq %d (ended=%v); got %d frames: %+v", stopAt, ended, len(frames), frames)
+	}
+
+	narration, reason := cell.secrets.narration, cell.secrets.reason
+	all := ""
+	for _, f := range frames {
+		all += f.data + "\n"
+	}
+	switch what {
+	case "full":
+		sawNarration, sawTimeline := false, false
+		for _, f := range frames {
+			if f.event == "close" || f.event == "status" {
+				t.Errorf("full access got %s event: %.400s", f.event, f.data)
+			}
+			if api {
+				var ev struct {
+					Type    string          `json:"type"`
+					Seq     int64           `json:"seq"`
+					Payload json.RawMessage `json:"payload"`
+				}
+				if err := json.Unmarshal([]byte(f.data), &ev); err != nil || ev.Type == "" {
+					t.Errorf("frame %+v is not the event JSON", f)
+				}
+				sawNarration = sawNarration || (ev.Type == store.EventNarrationDelta && strings.Contains(string(ev.Payload), narration))
+				sawTimeline = sawTimeline || ev.Type == store.EventApprovalRequested
+			} else {
+				sawNarration = sawNarration || strings.Contains(f.data, narration)
+				sawTimeline = sawTimeline || strings.Contains(f.data, "beforeend:#timeline")
+			}
+		}
+		if !sawNarration || !sawTimeline {
+			t.Errorf("full access: narration delivered = %v, timeline delivered = %v, want both; frames: %+v", sawNarration, sawTimeline, frames)
+		}
+	case "status":
+		if strings.Contains(all, narration) || strings.Contains(all, "#timeline") || strings.Contains(all, "#narration") {
+			t.Errorf("status-only stream delivered narration or timeline: %+v", frames)
+		}
+		for _, f := range frames {
+			if api && (f.event != "status" || !strings.Contains(f.data, `"access":"status"`) || strings.Contains(f.data, `"type"`)) {
+				t.Errorf("status-only JSON stream sent %+v, want event status with the run's state only", f)
+			}
+			if !api && f.event == "" && !strings.Contains(f.data, `id="run-status"`) {
+				t.Errorf("status-only HTML stream sent %+v, want the status panel", f)
+			}
+		}
+		if len(frames) == 0 {
+			t.Error("status-only stream sent nothing")
+		}
+	case "denied", "signed-out":
+		says := map[string]string{"denied": "not available to you", "signed-out": "Log in again"}[what]
+		if len(frames) == 0 || frames[0].event != "close" || !strings.Contains(frames[0].data, says) {
+			t.Errorf("got %+v, want first the close event saying %q", frames, says)
+		}
+		if len(frames) != 1 || !ended {
+			t.Errorf("got %d frames (ended=%v), want the close event and the end", len(frames), ended)
+		}
+		for _, f := range frames {
+			if f.id != "" {
+				t.Errorf("a refused stream sent an event with id %s", f.id)
+			}
+		}
+		if strings.Contains(all, narration) || strings.Contains(all, reason) {
+			t.Errorf("a refused stream leaked the run: %+v", frames)
+		}
+	default:
+		t.Fatalf("bad stream expectation %q", what)
+	}
+}
