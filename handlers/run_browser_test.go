@@ -54,22 +54,7 @@ func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults
 	}
 	t.Cleanup(l.Stop)
 
-	db, err := sqlx.Open("postgres", st.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sim, err := payments.NewSim(db, faults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider := httptest.NewServer(sim.Handler())
-	t.Cleanup(provider.Close)
-	t.Cleanup(sim.Close)
-	x := agent.New(agent.Config{Poll: 20 * time.Millisecond, RetryBase: 20 * time.Millisecond, ChunkEvery: time.Millisecond},
-		st, payments.NewClient(provider.URL, 10*time.Second), narrator, l, log)
-	x.Start(ctx)
-	t.Cleanup(x.Stop)
+	sim := startExecutor(t, st, l, narrator, faults)
 
 	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey, Listener: l,
 		Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}}, st, log)
@@ -102,6 +87,29 @@ func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults
 		t.Fatal(err)
 	}
 	return b
+}
+
+// startExecutor runs the real executor at test speed against a simulated
+// provider on loopback, until the test ends.
+func startExecutor(t testing.TB, st *store.Store, l *store.Listener, narrator agent.Narrator, faults payments.Faults) *payments.Sim {
+	t.Helper()
+	db, err := sqlx.Open("postgres", st.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	sim, err := payments.NewSim(db, faults)
+	if err != nil {
+		t.Fatal(err)
+	}
+	provider := httptest.NewServer(sim.Handler())
+	t.Cleanup(provider.Close)
+	t.Cleanup(sim.Close)
+	x := agent.New(agent.Config{Poll: 20 * time.Millisecond, RetryBase: 20 * time.Millisecond, ChunkEvery: time.Millisecond},
+		st, payments.NewClient(provider.URL, 10*time.Second), narrator, l, slog.New(slog.DiscardHandler))
+	x.Start(context.Background())
+	t.Cleanup(x.Stop)
+	return sim
 }
 
 // gatedNarrator speaks its words one by one while planning, and waits at

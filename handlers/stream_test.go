@@ -22,6 +22,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -649,6 +650,12 @@ func TestStream_SlowReader(t *testing.T) {
 	if a.customer, err = st.UserByEmail(ctx, "customer@example.com"); err != nil {
 		t.Fatal(err)
 	}
+	// The executor works on the run the stalled client watches.
+	startExecutor(t, st, l, newGatedNarrator(200, -1), payments.Faults{})
+	approver, err := st.UserByEmail(ctx, "approver@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
 	a.run = a.startRun(t)
 	cookie := a.loginCookie(t)
 
@@ -703,6 +710,26 @@ func TestStream_SlowReader(t *testing.T) {
 	n, _ := io.ReadAtLeast(conn, head, 100)
 	if got := string(head[:n]); !strings.HasPrefix(got, "HTTP/1.1 200") || !strings.Contains(got, "text/event-stream") {
 		t.Errorf("the stalled client was sent %q, want the start of a 200 event stream", got)
+	}
+	// Meanwhile the run went on: it finishes as if nobody watched.
+	deadline := time.Now().Add(20 * time.Second)
+	for {
+		r, err := st.RunByID(ctx, a.run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.State == store.StateAwaitingApproval {
+			if _, err := st.Approve(ctx, a.run.ID, approver.ID); err != nil {
+				t.Fatal(err)
+			}
+		}
+		if r.State == store.StateCompleted {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("run is %s; the executor did not finish while a client stalled", r.State)
+		}
+		time.Sleep(10 * time.Millisecond)
 	}
 	after.read()
 	if grew := int64(after.heap) - int64(before.heap); grew > 8<<20 {
