@@ -148,7 +148,8 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 		h.log.Info("stream closed: subscriber too slow", "run", run.ID)
 		return nil
 	}
-	h.log.Warn("stream ended", "run", run.ID, "err", err)
+	// Mostly clients gone mid-write; they reconnect and replay.
+	h.log.Info("stream ended", "run", run.ID, "err", err)
 	return nil
 }
 
