@@ -322,6 +322,11 @@ func (s *stream) write(ctx context.Context, v *views.RunView) error {
 			}
 			hb.Reset(s.cfg.Heartbeat)
 		}
+		if ctx.Err() != nil {
+			// Ended meanwhile (a slow reader's abort, shutdown): do not
+			// start a write that could wait for the client.
+			return context.Cause(ctx)
+		}
 		if err := s.w.flush(); err != nil {
 			return err
 		}
