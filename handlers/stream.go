@@ -462,6 +462,11 @@ func (w *sseWriter) abort() { _ = w.rc.SetWriteDeadline(time.Now()) }
 // htmlStream sends the run page's own components as out-of-band swaps.
 type htmlStream struct{}
 
+var (
+	_ streamFormat = htmlStream{}
+	_ streamFormat = jsonStream{}
+)
+
 func (htmlStream) answersDenialInStream() bool { return true }
 
 func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {

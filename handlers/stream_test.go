@@ -575,6 +575,11 @@ func TestStream_Heartbeat(t *testing.T) {
 	t.Parallel()
 	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 30 * time.Millisecond}}, true)
 	s := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
+	s.wantHeartbeat(t)
+}
+
+func (s *sseConn) wantHeartbeat(t testing.TB) {
+	t.Helper()
 	timeout := time.After(5 * time.Second)
 	for {
 		select {
@@ -598,11 +603,13 @@ func TestStream_WithoutListenerPolls(t *testing.T) {
 
 func TestStream_ShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{}, true)
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 20 * time.Millisecond}}, true)
 	c := a.customerClient(t)
 	s1 := a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
 	s2 := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
-	time.Sleep(50 * time.Millisecond) // let both reach their wait
+	// A heartbeat on each: both are live and waiting.
+	s1.wantHeartbeat(t)
+	s2.wantHeartbeat(t)
 	start := time.Now()
 	shutdown(t, a.e)
 	s1.wantEnd(t)
