@@ -29,6 +29,9 @@ type Config struct {
 	// APPROVAL_THRESHOLD: refunds of at least this many minor units need an
 	// approver; 0 (the demo policy) means every refund does.
 	ApprovalThreshold int64
+	// MAX_REFUND: the policy refuses refunds above this many minor units
+	// (support handles those); 0 means no limit.
+	MaxRefund int64
 	// WORKER_LEASE: how long a worker's claim on a run lasts without
 	// renewal; after a crash, another worker resumes the run this much later.
 	WorkerLease time.Duration
@@ -113,6 +116,13 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			bad("WORKER_LEASE must be a duration of at least 1s such as 30s, got %q", v)
 		}
 		c.WorkerLease = d
+	}
+	if v := env("MAX_REFUND"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			bad("MAX_REFUND must be a whole number of minor units (cents), 0 or more, got %q", v)
+		}
+		c.MaxRefund = n
 	}
 	if v := env("APPROVAL_THRESHOLD"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

@@ -26,7 +26,7 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
 	}
 	provider := payments.NewClient(cfg.ProviderURL, 0)
-	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, Lease: cfg.WorkerLease,
+	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
 		NarrationDelay: 40 * time.Millisecond},
 		st, provider, narrator, listener, logger.With("part", "worker"))
 	x.Start(ctx)

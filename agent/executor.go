@@ -30,12 +30,15 @@ type Config struct {
 	// ApprovalThreshold: refunds of at least this many minor units need an
 	// approver. Zero (the demo policy) means every refund does.
 	ApprovalThreshold int64
-	ProviderTimeout   time.Duration // one provider call; default 5s
-	MaxAttempts       int           // provider calls refused before giving up; default 5
-	RetryBase         time.Duration // first retry delay, doubled each time; default 500ms
-	RetryMax          time.Duration // cap on a retry delay; default 30s
-	ChunkEvery        time.Duration // narration chunking; default 100ms (≤10 rows/s)
-	NarrationDelay    time.Duration // built-in narrator's delay per word
+	// MaxAmount: the policy refuses refunds above this many minor units
+	// (a person in support handles those). Zero means no limit.
+	MaxAmount       int64
+	ProviderTimeout time.Duration // one provider call; default 5s
+	MaxAttempts     int           // provider calls refused before giving up; default 5
+	RetryBase       time.Duration // first retry delay, doubled each time; default 500ms
+	RetryMax        time.Duration // cap on a retry delay; default 30s
+	ChunkEvery      time.Duration // narration chunking; default 100ms (≤10 rows/s)
+	NarrationDelay  time.Duration // built-in narrator's delay per word
 }
 
 func (c *Config) fill() {
@@ -239,6 +242,11 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
 			"This refund of %s does not fit order #%d (paid %s), so nothing was refunded.",
 			store.FormatMoney(run.Amount, run.Currency), order.ID, store.FormatMoney(order.Amount, order.Currency)))
+	}
+	if e.cfg.MaxAmount > 0 && run.Amount > e.cfg.MaxAmount {
+		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
+			"Refunds above %s need a person: please contact support. Nothing was refunded.",
+			store.FormatMoney(e.cfg.MaxAmount, run.Currency)))
 	}
 	needsOK := run.Amount >= e.cfg.ApprovalThreshold
 	if err := e.narrate(ctx, run, Facts{Stage: "planning", OrderID: order.ID, Description: order.Description,

@@ -497,3 +497,46 @@ func TestNarration_ChunkedNotPerToken(t *testing.T) {
 		t.Errorf("narration %q does not mention the reason", text.String())
 	}
 }
+
+func TestExecutor_PolicyRefusalFailsRunWithReadableMessage(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	e.executor(agent.Config{MaxAmount: 50000}, nil)
+	run := e.start(50001)
+	e.waitState(run.ID, store.StateFailed)
+	snap, err := e.s.Snapshot(context.Background(), run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := "Refunds above €500.00 need a person"; !strings.Contains(snap.FinalMessage.Body, want) {
+		t.Errorf("final message = %q, want it to contain %q", snap.FinalMessage.Body, want)
+	}
+	if len(snap.Operations) != 0 || len(e.ledger()) != 0 {
+		t.Errorf("operations %d, provider refunds %d; want none", len(snap.Operations), len(e.ledger()))
+	}
+	e.verify()
+}
+
+func TestExecutor_CancelWhileReconcilingProviderConfirmsNothing(t *testing.T) {
+	t.Parallel()
+	// The provider is too slow: every call times out before it commits, so
+	// the outcome is unknown and the run reconciles.
+	e := newEnv(t, payments.Faults{Latency: 10 * time.Second})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond}, nil)
+	run := e.start(300)
+	e.waitState(run.ID, store.StateReconciling)
+	if _, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCanceled)
+	if got := len(e.ledger()); got != 0 {
+		t.Errorf("provider ledger = %d refunds, want 0", got)
+	}
+	types := strings.Join(e.types(run.ID), ",")
+	for _, want := range []string{"operation.reconciling", "cancel.requested", "operation.failed,message.final,run.canceled"} {
+		if !strings.Contains(types, want) {
+			t.Errorf("business events = %s, want %s", types, want)
+		}
+	}
+	e.verify()
+}
