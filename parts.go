@@ -62,20 +62,31 @@ func startProvider(ctx context.Context, cfg Config, st *store.Store) (*payments.
 	return srv, nil
 }
 
+// openReady opens the database for a part that must not run on an
+// unmigrated schema.
+func openReady(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, func(), error) {
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.Ready(ctx); err != nil {
+		closeDB()
+		return nil, nil, fmt.Errorf("%w (run `refundd migrate`)", err)
+	}
+	return st, closeDB, nil
+}
+
 // runWorker runs refund agents until stopped. Any number of workers can
 // share one database: they claim runs with leases.
 func runWorker(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	st, closeDB, err := openReady(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	if err := st.Ready(ctx); err != nil {
-		return fmt.Errorf("%w (run `refundd migrate`)", err)
-	}
 	listener, err := startListener(ctx, st, logger)
 	if err != nil {
 		return err
@@ -94,14 +105,11 @@ func runProvider(ctx context.Context, cfg Config, args []string, logger *slog.Lo
 	if err := noArgs(args); err != nil {
 		return err
 	}
-	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	st, closeDB, err := openReady(ctx, cfg, logger)
 	if err != nil {
 		return err
 	}
 	defer closeDB()
-	if err := st.Ready(ctx); err != nil {
-		return fmt.Errorf("%w (run `refundd migrate`)", err)
-	}
 	srv, err := startProvider(ctx, cfg, st)
 	if err != nil {
 		return err
