@@ -29,6 +29,9 @@ type Config struct {
 	// APPROVAL_THRESHOLD: refunds of at least this many minor units need an
 	// approver; 0 (the demo policy) means every refund does.
 	ApprovalThreshold int64
+	// REVOKED_ACCESS: what a customer who lost refund_access still sees of
+	// their runs: "status" (state and outcome, the default) or "none".
+	RevokedAccess string
 	// MAX_REFUND: the policy refuses refunds above this many minor units
 	// (support handles those); 0 means no limit.
 	MaxRefund int64
@@ -116,6 +119,10 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 			bad("WORKER_LEASE must be a duration of at least 1s such as 30s, got %q", v)
 		}
 		c.WorkerLease = d
+	}
+	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
+	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
+		bad("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
 	}
 	if v := env("MAX_REFUND"); v != "" {
 		n, err := strconv.ParseInt(v, 10, 64)

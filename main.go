@@ -255,6 +255,9 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		CookieSecure: cfg.CookieSecure,
 		DemoLogins:   demo,
 		Listener:     listener,
+		// A customer without refund_access sees their runs' status, or
+		// nothing at all.
+		RevokedSeeNothing: cfg.RevokedAccess == "none",
 	}, st, logger)
 }
 

@@ -66,6 +66,9 @@ func (h *Handler) loadRun(c echo.Context) (*store.Run, Access, error) {
 		return nil, AccessNone, err
 	}
 	access := runAccess(currentUser(c), run, err == nil)
+	if access == AccessStatus && h.cfg.RevokedSeeNothing {
+		access = AccessNone
+	}
 	if access == AccessNone {
 		return nil, AccessNone, store.ErrNotFound
 	}

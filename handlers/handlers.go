@@ -30,6 +30,9 @@ type Config struct {
 	Listener *store.Listener
 	// Stream tunes the live streams; zero values take the defaults.
 	Stream StreamConfig
+	// RevokedSeeNothing: a customer who lost refund_access sees nothing of
+	// their runs (404, streams closed) instead of their state and outcome.
+	RevokedSeeNothing bool
 }
 
 // Handler holds what every handler shares. Handlers are its methods, one

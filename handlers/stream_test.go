@@ -571,6 +571,33 @@ func TestStream_AccessRevoked(t *testing.T) {
 	}
 }
 
+func TestStream_AccessRevokedSeesNothingBySetting(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{RevokedSeeNothing: true}, true)
+	c := a.customerClient(t)
+	s := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
+	a.narrate(t, 1, 1) // seq 2
+	if msg := s.next(t); msg.ID != "2" {
+		t.Fatalf("got %+v, want narration seq 2", msg)
+	}
+	if err := a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+	a.narrate(t, 2, 1) // seq 3: for nobody now
+	ev := s.next(t)
+	if ev.Event != "close" || ev.ID != "" || strings.Contains(ev.Data, "w2") {
+		t.Fatalf("got %+v, want the close event and nothing of the run", ev)
+	}
+	s.wantEnd(t)
+	// A reconnect with the cursor it holds gets nothing either.
+	again := a.open(t, c, htmlStreamPath(a.run.ID, "2"), "2")
+	if ev := again.next(t); ev.Event != "close" || strings.Contains(ev.Data, "w2") {
+		t.Errorf("reconnect got %+v, want close", ev)
+	}
+	wantStatus(t, a.get(t, c, "/runs/"+a.run.ID.String()), http.StatusNotFound)
+	wantStatus(t, a.get(t, c, "/api/runs/"+a.run.ID.String()), http.StatusNotFound)
+}
+
 func TestStream_Heartbeat(t *testing.T) {
 	t.Parallel()
 	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 30 * time.Millisecond}}, true)
