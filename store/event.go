@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"encoding/json"
 	"fmt"
 	"time"
@@ -66,12 +67,31 @@ type NewEvent struct {
 
 const eventColumns = `run_id, seq, event_id, type, class, payload, created_at`
 
-// appendEvents allocates the next seqs under the run's row lock and inserts
-// the events, then queues a NOTIFY that PostgreSQL delivers at commit. It
-// must run inside the transaction that makes the state change the events
-// record. Because the row lock is held until commit, one run's events commit
-// in seq order: a reader asking for seq > cursor never skips a later commit.
-func appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
+// appendSQL bumps last_seq under the run's row lock, inserts the events
+// numbered below it, and queues a NOTIFY with the highest seq, in one
+// statement. PostgreSQL delivers the NOTIFY at commit. Because the row lock
+// is held until commit, one run's events commit in seq order: a reader
+// asking for seq > cursor never skips a later commit.
+const appendSQL = `
+WITH bump AS (
+    UPDATE runs SET last_seq = last_seq + $2, updated_at = now()
+    WHERE id = $1
+    RETURNING last_seq
+), ins AS (
+    INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
+    SELECT $1, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
+    FROM bump, unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
+        AS e(event_id, type, class, payload, ord)
+    RETURNING ` + eventColumns + `
+), note AS (
+    SELECT pg_notify($7, $1::text || ':' || (SELECT last_seq FROM bump))
+)
+SELECT ins.* FROM ins, note ORDER BY seq`
+
+// appendEvents appends evs to the run's log. With a transaction, the events
+// commit with the state change the transaction makes; without one (tx nil)
+// the statement is its own transaction.
+func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -92,24 +112,17 @@ func appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, evs ...NewE
 		}
 		types[i], classes[i], ids[i], payloads[i] = e.Type, ClassOf(e.Type), id.String(), string(p)
 	}
-	// One statement: bump last_seq under the row lock, insert the events
-	// numbered below it, and notify with the highest seq.
+	// Prepared: planning this statement costs as much as running it, and
+	// appends are the hot path.
+	stmt, err := s.prepared(ctx, appendSQL)
+	if err != nil {
+		return nil, err
+	}
+	if tx != nil {
+		stmt = tx.StmtxContext(ctx, stmt)
+	}
 	var out []Event
-	err := tx.SelectContext(ctx, &out, `
-WITH bump AS (
-    UPDATE runs SET last_seq = last_seq + $2, updated_at = now()
-    WHERE id = $1
-    RETURNING last_seq
-), ins AS (
-    INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
-    SELECT $1, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
-    FROM bump, unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
-        AS e(event_id, type, class, payload, ord)
-    RETURNING `+eventColumns+`
-), note AS (
-    SELECT pg_notify($7, $1::text || ':' || (SELECT last_seq FROM bump))
-)
-SELECT ins.* FROM ins, note ORDER BY seq`,
+	err = stmt.SelectContext(ctx, &out,
 		runID, len(evs), pq.Array(ids), pq.Array(types), pq.Array(classes), pq.Array(payloads), ChannelEvents)
 	if err != nil {
 		return nil, fmt.Errorf("store: append event: %w", err)
@@ -120,20 +133,25 @@ SELECT ins.* FROM ins, note ORDER BY seq`,
 	return out, nil
 }
 
-// Append commits events to a run's log in a transaction of their own. It is
-// for events that change no other state, such as narration.
+// Append commits events to a run's log. It is for events that change no
+// other state, such as narration: the one statement is atomic by itself.
 func (s *Store) Append(ctx context.Context, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
-	var out []Event
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		var err error
-		out, err = appendEvents(ctx, tx, runID, evs...)
-		return err
-	})
-	return out, err
+	return s.appendEvents(ctx, nil, runID, evs...)
 }
 
 // MaxPage bounds one read of the log.
 const MaxPage = 1000
+
+const eventsAfterSQL = `
+SELECT r.last_seq, r.replay_floor, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
+FROM runs r
+LEFT JOIN LATERAL (
+    SELECT ` + eventColumns + ` FROM run_events
+    WHERE run_id = r.id AND seq > $2
+    ORDER BY seq LIMIT $3
+) e ON true
+WHERE r.id = $1
+ORDER BY e.seq`
 
 // EventsAfter returns up to limit events with seq > cursor, in order, read
 // in one statement together with the run's bounds so the answer is
@@ -144,44 +162,45 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 	if limit <= 0 || limit > MaxPage {
 		limit = MaxPage
 	}
-	type row struct {
-		LastSeq     int64            `db:"last_seq"`
-		ReplayFloor int64            `db:"replay_floor"`
-		RunID       *uuid.UUID       `db:"run_id"`
-		Seq         *int64           `db:"seq"`
-		EventID     *uuid.UUID       `db:"event_id"`
-		Type        *string          `db:"type"`
-		Class       *string          `db:"class"`
-		Payload     *json.RawMessage `db:"payload"`
-		CreatedAt   *time.Time       `db:"created_at"`
+	stmt, err := s.prepared(ctx, eventsAfterSQL)
+	if err != nil {
+		return nil, err
 	}
-	var rows []row
-	err := s.db.SelectContext(ctx, &rows, `
-SELECT r.last_seq, r.replay_floor, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
-FROM runs r
-LEFT JOIN LATERAL (
-    SELECT `+eventColumns+` FROM run_events
-    WHERE run_id = r.id AND seq > $2
-    ORDER BY seq LIMIT $3
-) e ON true
-WHERE r.id = $1
-ORDER BY e.seq`, runID, cursor, limit)
+	rows, err := stmt.QueryContext(ctx, runID, cursor, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: events after: %w", err)
 	}
-	if len(rows) == 0 {
-		return nil, ErrNotFound
-	}
-	if err := checkCursor(cursor, rows[0].LastSeq, rows[0].ReplayFloor); err != nil {
-		return nil, err
-	}
-	out := make([]Event, 0, len(rows))
-	for _, r := range rows {
-		if r.Seq == nil {
+	defer rows.Close()
+	// Scanned by hand: replay is a hot path and reflection dominated it.
+	var (
+		out             = make([]Event, 0, limit)
+		found           bool
+		lastSeq, floor  int64
+		seq             sql.NullInt64
+		runIDs, eventID uuid.NullUUID
+		typ, class      sql.NullString
+		payload         []byte
+		createdAt       sql.NullTime
+	)
+	for rows.Next() {
+		if err := rows.Scan(&lastSeq, &floor, &runIDs, &seq, &eventID, &typ, &class, &payload, &createdAt); err != nil {
+			return nil, fmt.Errorf("store: events after: %w", err)
+		}
+		found = true
+		if !seq.Valid {
 			continue
 		}
-		out = append(out, Event{RunID: *r.RunID, Seq: *r.Seq, EventID: *r.EventID, Type: *r.Type,
-			Class: *r.Class, Payload: *r.Payload, CreatedAt: *r.CreatedAt})
+		out = append(out, Event{RunID: runIDs.UUID, Seq: seq.Int64, EventID: eventID.UUID, Type: typ.String,
+			Class: class.String, Payload: json.RawMessage(payload), CreatedAt: createdAt.Time})
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("store: events after: %w", err)
+	}
+	if !found {
+		return nil, ErrNotFound
+	}
+	if err := checkCursor(cursor, lastSeq, floor); err != nil {
+		return nil, err
 	}
 	return out, nil
 }

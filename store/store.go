@@ -8,6 +8,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -25,6 +26,9 @@ var ErrNotFound = errors.New("store: not found")
 type Store struct {
 	db  *sqlx.DB
 	url string
+
+	mu    sync.Mutex
+	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
 }
 
 // Open connects to the database at url and checks it answers.
@@ -49,7 +53,34 @@ func Open(ctx context.Context, url string) (*Store, error) {
 func New(db *sqlx.DB, url string) *Store { return &Store{db: db, url: url} }
 
 // Close closes the pool.
-func (s *Store) Close() error { return s.db.Close() }
+func (s *Store) Close() error {
+	s.mu.Lock()
+	for _, st := range s.stmts {
+		st.Close()
+	}
+	s.mu.Unlock()
+	return s.db.Close()
+}
+
+// prepared returns query prepared once for the pool: database/sql prepares
+// it on each connection the first time that connection runs it, and the
+// server plans it once per connection instead of on every call.
+func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if st, ok := s.stmts[query]; ok {
+		return st, nil
+	}
+	st, err := s.db.PreparexContext(ctx, query)
+	if err != nil {
+		return nil, fmt.Errorf("store: prepare: %w", err)
+	}
+	if s.stmts == nil {
+		s.stmts = map[string]*sqlx.Stmt{}
+	}
+	s.stmts[query] = st
+	return st, nil
+}
 
 // URL is the connection string the store was opened with; a Listener needs
 // it for its own connection.
