@@ -105,6 +105,15 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return c.pgctl(ctx, "-D", c.Dir, "-m", "fast", "-w", "stop")
 }
 
+// Kill stops the cluster's server whoever started it, without waiting for
+// clients: for throwaway clusters whose owner is gone.
+func (c *Cluster) Kill(ctx context.Context) error {
+	if !c.running(ctx) {
+		return nil
+	}
+	return c.pgctl(ctx, "-D", c.Dir, "-m", "immediate", "-w", "stop")
+}
+
 func (c *Cluster) running(ctx context.Context) bool {
 	cmd := c.command(ctx, "pg_ctl", "-D", c.Dir, "status")
 	return cmd.Run() == nil

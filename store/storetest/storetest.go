@@ -13,8 +13,10 @@ import (
 	"io/fs"
 	"net/url"
 	"os"
+	"path/filepath"
 	"strconv"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -53,8 +55,14 @@ func start() {
 	if st, err := os.Stat(base); err != nil || !st.IsDir() {
 		base = os.TempDir()
 	}
+	reapOrphans(base)
 	dataDir, initErr = os.MkdirTemp(base, "refundd-test-")
 	if initErr != nil {
+		return
+	}
+	// Who owns this cluster: a later test process reaps it if this one dies
+	// without cleaning up (a test timeout's panic skips Main's cleanup).
+	if initErr = os.WriteFile(filepath.Join(dataDir, "owner.pid"), []byte(strconv.Itoa(os.Getpid())), 0o644); initErr != nil {
 		return
 	}
 	// The postgres user must be able to reach the cluster below it.
@@ -69,6 +77,31 @@ func start() {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	_, initErr = cluster.Start(ctx)
+}
+
+// reapOrphans stops and removes the clusters of test processes that died
+// without cleaning up, so they do not pile up in memory across runs.
+func reapOrphans(base string) {
+	dirs, _ := filepath.Glob(filepath.Join(base, "refundd-test-*"))
+	for _, dir := range dirs {
+		b, err := os.ReadFile(filepath.Join(dir, "owner.pid"))
+		if err != nil {
+			continue // being set up right now, or not ours
+		}
+		pid, err := strconv.Atoi(string(b))
+		if err != nil || syscall.Kill(pid, 0) != syscall.ESRCH {
+			continue // its owner is alive
+		}
+		c, err := store.NewCluster(dir, 5432)
+		if err != nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+		if err := c.Kill(ctx); err == nil {
+			os.RemoveAll(dir)
+		}
+		cancel()
+	}
 }
 
 // URL returns the connection string of a fresh, migrated database that is
