@@ -112,7 +112,13 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 	// either is in that read or wakes us for the next one.
 	runWake, userWake, unsubscribe := h.subscribe(run.ID.String(), u.ID)
 	defer unsubscribe()
-	snap, err := h.store.Snapshot(ctx, run.ID)
+	// A stream that resumes from a cursor takes the events from the log;
+	// only one that must start over (reset) needs the whole snapshot.
+	snapshot := h.store.SnapshotHead
+	if !cursorOK {
+		snapshot = h.store.Snapshot
+	}
+	snap, err := snapshot(ctx, run.ID)
 	if err != nil {
 		return err
 	}

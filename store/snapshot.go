@@ -28,12 +28,23 @@ type Snapshot struct {
 // Snapshot reads a run in one REPEATABLE READ transaction, so its state, its
 // ledger, its final message and its events all agree with CoveringSeq.
 func (s *Store) Snapshot(ctx context.Context, runID uuid.UUID) (*Snapshot, error) {
+	return s.snapshot(ctx, runID, true)
+}
+
+// SnapshotHead is Snapshot without Events: the run's state as of
+// CoveringSeq, for a reader that takes the events from its own cursor (a
+// stream that resumes) and need not read the whole log again.
+func (s *Store) SnapshotHead(ctx context.Context, runID uuid.UUID) (*Snapshot, error) {
+	return s.snapshot(ctx, runID, false)
+}
+
+func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, withEvents bool) (*Snapshot, error) {
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	defer tx.Rollback()
-	snap, err := readSnapshot(ctx, tx, runID)
+	snap, err := readSnapshot(ctx, tx, runID, withEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -43,7 +54,7 @@ func (s *Store) Snapshot(ctx context.Context, runID uuid.UUID) (*Snapshot, error
 	return snap, nil
 }
 
-func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID) (*Snapshot, error) {
+func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, withEvents bool) (*Snapshot, error) {
 	r, err := getRun(ctx, tx, runID, false)
 	if err != nil {
 		return nil, err
@@ -67,6 +78,9 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID) (*Snapshot,
 		return nil, fmt.Errorf("store: snapshot message: %w", err)
 	}
 	snap.Events = []Event{}
+	if !withEvents {
+		return snap, nil
+	}
 	if err := tx.SelectContext(ctx, &snap.Events, `SELECT `+eventColumns+` FROM run_events
         WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq); err != nil {
 		return nil, fmt.Errorf("store: snapshot events: %w", err)
