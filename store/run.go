@@ -146,7 +146,7 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 		if err != nil {
 			return fmt.Errorf("store: start run: %w", err)
 		}
-		evs, err := appendEvents(ctx, tx, r.ID, NewEvent{Type: EventRunCreated, Payload: map[string]any{
+		evs, err := s.appendEvents(ctx, tx, r.ID, NewEvent{Type: EventRunCreated, Payload: map[string]any{
 			"order_id": o.ID, "amount": req.Amount, "currency": o.Currency, "reason": req.Reason,
 		}})
 		if err != nil {
@@ -262,7 +262,7 @@ func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, 
 			}
 			r.State = to
 		}
-		if out, err = appendEvents(ctx, tx, r.ID, evs...); err != nil {
+		if out, err = s.appendEvents(ctx, tx, r.ID, evs...); err != nil {
 			return err
 		}
 		if len(out) > 0 {
