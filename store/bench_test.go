@@ -1,7 +1,9 @@
 package store_test
 
 // Store benchmarks: the append path (one hot run, and spread over 1,000
-// runs), replay of a 10,000-event log, and a snapshot of a finished run.
+// runs), both alone (Store.Append, one autocommit statement) and inside a
+// state change's transaction (Store.Mutate), replay of a 10,000-event log,
+// and a snapshot of a finished run.
 //
 // By default they run on storetest's throwaway cluster, which is on tmpfs
 // with fsync off: good for spotting CPU regressions, meaningless as a
@@ -186,6 +188,43 @@ func BenchmarkAppend_Spread1000Runs(b *testing.B) {
 				_, err := e.s.Append(context.Background(), runs[rng.IntN(len(runs))], ev)
 				return err
 			})
+		})
+	}
+}
+
+// benchMutate appends ev through Store.Mutate, the path of every state
+// change: BEGIN, the run locked with SELECT ... FOR UPDATE, the append
+// statement inside the transaction, COMMIT. The mutation keeps the run's
+// state, so it can repeat.
+func benchMutate(e *benchEnv, run uuid.UUID, ev store.NewEvent) error {
+	_, _, err := e.s.Mutate(context.Background(), run, func(_ *sqlx.Tx, _ *store.Run) (string, []store.NewEvent, error) {
+		return "", []store.NewEvent{ev}, nil
+	})
+	return err
+}
+
+// BenchmarkMutate_HotRun appends one event at a time to a single run through
+// Store.Mutate from 1, 4 and 8 goroutines.
+func BenchmarkMutate_HotRun(b *testing.B) {
+	e := newBenchEnv(b)
+	run := e.startRuns(b, 1)[0]
+	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+	for _, c := range benchClients {
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			runClients(b, c, func(*rand.Rand) error { return benchMutate(e, run, ev) })
+		})
+	}
+}
+
+// BenchmarkMutate_Spread1000Runs appends through Store.Mutate to runs picked
+// at random among 1,000.
+func BenchmarkMutate_Spread1000Runs(b *testing.B) {
+	e := newBenchEnv(b)
+	runs := e.startRuns(b, 1000)
+	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+	for _, c := range benchClients {
+		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
+			runClients(b, c, func(rng *rand.Rand) error { return benchMutate(e, runs[rng.IntN(len(runs))], ev) })
 		})
 	}
 }
