@@ -227,6 +227,8 @@ func (s *Store) RunsInState(ctx context.Context, limit int, states ...string) ([
 	return runs, nil
 }
 
+const lockRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = $1 FOR UPDATE`
+
 // Mutation is a change to a run made under its row lock. It may write other
 // rows through tx; it returns the run's new state ("" keeps the state) and
 // the events that record the change.
@@ -241,9 +243,16 @@ func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, 
 		out []Event
 	)
 	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		r, err := getRun(ctx, tx, runID, true)
+		// Prepared like the append: Mutate is the other hot path.
+		stmt, err := s.prepared(ctx, lockRunSQL)
 		if err != nil {
 			return err
+		}
+		r := &Run{}
+		if err := tx.StmtxContext(ctx, stmt).GetContext(ctx, r, runID); errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		} else if err != nil {
+			return fmt.Errorf("store: lock run: %w", err)
 		}
 		to, evs, err := m(tx, r)
 		if err != nil {
