@@ -183,17 +183,13 @@ func existingRun(ctx context.Context, tx *sqlx.Tx, req StartRequest) (*Run, erro
 
 // RunByID loads a run.
 func (s *Store) RunByID(ctx context.Context, id uuid.UUID) (*Run, error) {
-	return getRun(ctx, s.db, id, false)
+	return getRun(ctx, s.db, id)
 }
 
-// getRun loads a run, locking its row when lock is set (inside a tx).
-func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID, lock bool) (*Run, error) {
-	query := `SELECT ` + runColumns + ` FROM runs WHERE id = $1`
-	if lock {
-		query += ` FOR UPDATE`
-	}
+// getRun loads a run through q (the pool or a transaction).
+func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID) (*Run, error) {
 	var r Run
-	err := sqlx.GetContext(ctx, q, &r, query, id)
+	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}

@@ -55,7 +55,7 @@ func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, withEvents bool) 
 }
 
 func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, withEvents bool) (*Snapshot, error) {
-	r, err := getRun(ctx, tx, runID, false)
+	r, err := getRun(ctx, tx, runID)
 	if err != nil {
 		return nil, err
 	}
