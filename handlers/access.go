@@ -1,8 +1,6 @@
 package handlers
 
 import (
-	"errors"
-
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -56,16 +54,11 @@ func (h *Handler) loadRun(c echo.Context) (*store.Run, Access, error) {
 	if err != nil {
 		return nil, AccessNone, store.ErrNotFound
 	}
-	ctx := c.Request().Context()
-	run, err := h.store.RunByID(ctx, id)
+	run, hasApproval, err := h.store.RunForAccess(c.Request().Context(), id)
 	if err != nil {
 		return nil, AccessNone, err
 	}
-	_, err = h.store.ApprovalByRun(ctx, id)
-	if err != nil && !errors.Is(err, store.ErrNotFound) {
-		return nil, AccessNone, err
-	}
-	access := runAccess(currentUser(c), run, err == nil)
+	access := runAccess(currentUser(c), run, hasApproval)
 	if access == AccessStatus && h.cfg.RevokedSeeNothing {
 		access = AccessNone
 	}

@@ -199,6 +199,26 @@ func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID) (*Run, err
 	return &r, nil
 }
 
+// RunForAccess loads a run and whether it ever asked for an approval (who
+// may see it depends on that), in one read: every request and stream
+// re-check about a run starts here.
+func (s *Store) RunForAccess(ctx context.Context, id uuid.UUID) (*Run, bool, error) {
+	var row struct {
+		Run
+		HasApproval bool `db:"has_approval"`
+	}
+	err := s.db.GetContext(ctx, &row, `SELECT `+runColumns+`,
+        EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id) AS has_approval
+        FROM runs WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, false, ErrNotFound
+	}
+	if err != nil {
+		return nil, false, fmt.Errorf("store: load run: %w", err)
+	}
+	return &row.Run, row.HasApproval, nil
+}
+
 // RunsByOwner lists a user's runs, newest first.
 func (s *Store) RunsByOwner(ctx context.Context, ownerID int64, limit int) ([]Run, error) {
 	runs := []Run{}
