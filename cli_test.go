@@ -82,7 +82,7 @@ func TestEvents_UnknownRunAndBadCursor(t *testing.T) {
 	st, r := cliRun(t)
 	ctx := context.Background()
 	// Prune narration so that cursor 1 has expired.
-	if _, err := st.DB().ExecContext(ctx, `UPDATE run_events SET created_at = now() - interval '1 day'`); err != nil {
+	if _, err := storetest.DB(t, st).ExecContext(ctx, `UPDATE run_events SET created_at = now() - interval '1 day'`); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := st.Prune(ctx, store.Retention{Presentation: time.Minute}); err != nil {
@@ -91,16 +91,19 @@ func TestEvents_UnknownRunAndBadCursor(t *testing.T) {
 	for _, tc := range []struct {
 		name string
 		args []string
+		code int
 		says string
 	}{
-		{"unknown run", []string{"--run", "0198c3a2-0000-7000-8000-000000000000"}, "no run 0198c3a2-0000-7000-8000-000000000000"},
-		{"expired cursor", []string{"--run", r.ID.String(), "--after", "1"}, "no longer kept"},
-		{"cursor from the future", []string{"--run", r.ID.String(), "--after", "99"}, "outside this run's log"},
+		{"unknown run", []string{"--run", "0198c3a2-0000-7000-8000-000000000000"}, 1, "no run 0198c3a2-0000-7000-8000-000000000000"},
+		{"expired cursor", []string{"--run", r.ID.String(), "--after", "1"}, 1, "no longer kept"},
+		{"cursor from the future", []string{"--run", r.ID.String(), "--after", "99"}, 1, "outside this run's log"},
+		{"malformed cursor", []string{"--run", r.ID.String(), "--after", "x1"}, 2, "is not a sequence number"},
+		{"negative cursor", []string{"--run", r.ID.String(), "--after", "-1"}, 2, "is not a sequence number"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			code, out, errOut := runCLI(t, st, append([]string{"events"}, tc.args...)...)
-			if code != 1 || !strings.Contains(errOut, tc.says) || out != "" {
-				t.Errorf("exit %d, stdout %q, stderr %q; want 1, nothing, %q", code, out, errOut, tc.says)
+			if code != tc.code || !strings.Contains(errOut, tc.says) || out != "" {
+				t.Errorf("exit %d, stdout %q, stderr %q; want %d, nothing, %q", code, out, errOut, tc.code, tc.says)
 			}
 		})
 	}
@@ -118,13 +121,26 @@ func TestEvents_Follow(t *testing.T) {
 		done <- run(ctx, []string{"events", "--run", r.ID.String(), "--follow"}, func(k string) string { return env[k] }, pw, io.Discard)
 		pw.Close()
 	}()
-	sc := bufio.NewScanner(pr)
+	lines := make(chan string, 16)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(pr)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
 	read := func() int64 {
 		t.Helper()
-		if !sc.Scan() {
-			t.Fatalf("stream ended: %v", sc.Err())
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				t.Fatal("the command's output ended")
+			}
+			return seqsOf(t, line)[0]
+		case <-time.After(10 * time.Second):
+			t.Fatal("no line printed within 10 s")
 		}
-		return seqsOf(t, sc.Text())[0]
+		return 0
 	}
 	for want := int64(1); want <= 4; want++ {
 		if got := read(); got != want {
@@ -143,8 +159,13 @@ func TestEvents_Follow(t *testing.T) {
 		}
 	}
 	cancel()
-	if code := <-done; code != 0 {
-		t.Errorf("events --follow exit code after interrupt = %d, want 0", code)
+	select {
+	case code := <-done:
+		if code != 0 {
+			t.Errorf("events --follow exit code after interrupt = %d, want 0", code)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("events --follow still running 10 s after the interrupt")
 	}
 }
 
@@ -155,7 +176,7 @@ func TestVerify_ListsViolationsAndExitsNonZero(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "ok: every invariant holds") {
 		t.Fatalf("verify of a clean database: exit %d\n%s", code, out)
 	}
-	if _, err := st.DB().Exec(`DELETE FROM run_events WHERE run_id = $1 AND seq = 2`, r.ID); err != nil {
+	if _, err := storetest.DB(t, st).Exec(`DELETE FROM run_events WHERE run_id = $1 AND seq = 2`, r.ID); err != nil {
 		t.Fatal(err)
 	}
 	code, out, errOut := runCLI(t, st, "verify")

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/refundd/refundd/handlers"
 )
 
 // Config is everything refundd reads from its environment. It is built once,
@@ -47,10 +49,6 @@ type Config struct {
 	LogFormat string     // LOG_FORMAT: text or json
 }
 
-// minSessionKey is the shortest SESSION_KEY accepted: the cookie's signing
-// and encryption keys are derived from it, so it must carry real entropy.
-const minSessionKey = 32
-
 // LoadConfig reads and validates the environment through getenv. Every
 // problem found is reported, joined into one line.
 func LoadConfig(getenv func(string) string) (Config, error) {
@@ -68,47 +66,67 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		ModelAPIKey:  env("MODEL_API_KEY"),
 		LogFormat:    strings.ToLower(cmp.Or(env("LOG_FORMAT"), "text")),
 	}
-	var errs []string
-	bad := func(format string, args ...any) { errs = append(errs, fmt.Sprintf(format, args...)) }
+	var p problems
+	c.checkConnections(env, &p)
+	c.readPolicy(env, &p)
+	c.checkModelAndLogging(env, &p)
+	if len(p) > 0 {
+		return c, errors.New("config: " + strings.Join(p, "; "))
+	}
+	return c, nil
+}
 
+// problems collects every mistake in the environment, so one start
+// reports them all.
+type problems []string
+
+func (p *problems) add(format string, args ...any) { *p = append(*p, fmt.Sprintf(format, args...)) }
+
+// checkConnections validates where refundd connects and listens, and the
+// session cookie's settings.
+func (c *Config) checkConnections(env func(string) string, p *problems) {
 	if c.DatabaseURL != "" {
 		if u, err := url.Parse(c.DatabaseURL); err != nil || (u.Scheme != "postgres" && u.Scheme != "postgresql") {
-			bad("DATABASE_URL must be a postgres:// URL")
+			p.add("DATABASE_URL must be a postgres:// URL")
 		}
 	}
 	for _, a := range []struct{ name, value string }{{"ADDR", c.Addr}, {"PROVIDER_ADDR", c.ProviderAddr}} {
 		if _, port, err := net.SplitHostPort(a.value); err != nil || !validPort(port) {
-			bad("%s must be host:port, got %q", a.name, a.value)
+			p.add("%s must be host:port, got %q", a.name, a.value)
 		}
 	}
 	if c.ProviderURL == "" {
 		c.ProviderURL = "http://" + c.ProviderAddr
 	} else if !httpURL(c.ProviderURL) {
-		bad("PROVIDER_URL must be an http:// or https:// URL, got %q", c.ProviderURL)
+		p.add("PROVIDER_URL must be an http:// or https:// URL, got %q", c.ProviderURL)
 	}
-	if c.SessionKey != "" && len(c.SessionKey) < minSessionKey {
+	if c.SessionKey != "" && len(c.SessionKey) < handlers.MinSessionKey {
 		// Never echo the key itself.
-		bad("SESSION_KEY must be at least %d characters, got %d", minSessionKey, len(c.SessionKey))
+		p.add("SESSION_KEY must be at least %d characters, got %d", handlers.MinSessionKey, len(c.SessionKey))
 	}
 	if v := env("COOKIE_SECURE"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
-			bad("COOKIE_SECURE must be true or false, got %q", v)
+			p.add("COOKIE_SECURE must be true or false, got %q", v)
 		}
 		c.CookieSecure = b
 	}
+}
+
+// readPolicy reads how long things are kept and what refunds are allowed.
+func (c *Config) readPolicy(env func(string) string, p *problems) {
 	c.ReplayWindow = 15 * time.Minute
 	if v := env("REPLAY_WINDOW"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d <= 0 {
-			bad("REPLAY_WINDOW must be a positive duration such as 15m, got %q", v)
+			p.add("REPLAY_WINDOW must be a positive duration such as 15m, got %q", v)
 		}
 		c.ReplayWindow = d
 	}
 	if v := env("BUSINESS_RETENTION"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < 0 {
-			bad("BUSINESS_RETENTION must be a duration such as 8760h (0 keeps forever), got %q", v)
+			p.add("BUSINESS_RETENTION must be a duration such as 8760h (0 keeps forever), got %q", v)
 		}
 		c.BusinessRetention = d
 	}
@@ -116,47 +134,48 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	if v := env("WORKER_LEASE"); v != "" {
 		d, err := time.ParseDuration(v)
 		if err != nil || d < time.Second {
-			bad("WORKER_LEASE must be a duration of at least 1s such as 30s, got %q", v)
+			p.add("WORKER_LEASE must be a duration of at least 1s such as 30s, got %q", v)
 		}
 		c.WorkerLease = d
 	}
 	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
 	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
-		bad("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
+		p.add("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
 	}
-	if v := env("MAX_REFUND"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			bad("MAX_REFUND must be a whole number of minor units (cents), 0 or more, got %q", v)
-		}
-		c.MaxRefund = n
+	c.MaxRefund = minorUnits(env, p, "MAX_REFUND")
+	c.ApprovalThreshold = minorUnits(env, p, "APPROVAL_THRESHOLD")
+}
+
+// minorUnits reads an amount in minor units (cents); unset is 0.
+func minorUnits(env func(string) string, p *problems, name string) int64 {
+	v := env(name)
+	if v == "" {
+		return 0
 	}
-	if v := env("APPROVAL_THRESHOLD"); v != "" {
-		n, err := strconv.ParseInt(v, 10, 64)
-		if err != nil || n < 0 {
-			bad("APPROVAL_THRESHOLD must be a whole number of minor units (cents), 0 or more, got %q", v)
-		}
-		c.ApprovalThreshold = n
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n < 0 {
+		p.add("%s must be a whole number of minor units (cents), 0 or more, got %q", name, v)
 	}
+	return n
+}
+
+// checkModelAndLogging validates the narrator's model and the log settings.
+func (c *Config) checkModelAndLogging(env func(string) string, p *problems) {
 	switch {
 	case c.ModelBaseURL == "" && c.ModelName == "":
 	case c.ModelBaseURL == "" || c.ModelName == "":
-		bad("MODEL_BASE_URL and MODEL_NAME must be set together")
+		p.add("MODEL_BASE_URL and MODEL_NAME must be set together")
 	case !httpURL(c.ModelBaseURL):
-		bad("MODEL_BASE_URL must be an http:// or https:// URL, got %q", c.ModelBaseURL)
+		p.add("MODEL_BASE_URL must be an http:// or https:// URL, got %q", c.ModelBaseURL)
 	}
 	if v := env("LOG_LEVEL"); v != "" {
 		if err := c.LogLevel.UnmarshalText([]byte(v)); err != nil {
-			bad("LOG_LEVEL must be debug, info, warn or error, got %q", v)
+			p.add("LOG_LEVEL must be debug, info, warn or error, got %q", v)
 		}
 	}
 	if c.LogFormat != "text" && c.LogFormat != "json" {
-		bad("LOG_FORMAT must be text or json, got %q", c.LogFormat)
+		p.add("LOG_FORMAT must be text or json, got %q", c.LogFormat)
 	}
-	if len(errs) > 0 {
-		return c, errors.New("config: " + strings.Join(errs, "; "))
-	}
-	return c, nil
 }
 
 func validPort(p string) bool {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
@@ -134,18 +135,8 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	customer, err := st.CreateUser(ctx, "c@example.com", "C", store.RoleCustomer, "pw", store.GrantRefundAccess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	approver, err := st.CreateUser(ctx, "a@example.com", "A", store.RoleApprover, "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	order, err := st.CreateOrder(ctx, customer.ID, "Shoes", 12999, "EUR")
-	if err != nil {
-		t.Fatal(err)
-	}
+	who := storetest.MustSeedParties(t, st, 12999)
+	customer, approver, order := who.Customer, who.Approver, who.Order
 	run, _, err := st.StartRun(ctx, store.StartRequest{OwnerID: customer.ID, ClientRequestID: "crash-1",
 		OrderID: order.ID, Amount: 4000, Reason: "arrived broken"})
 	if err != nil {
@@ -153,11 +144,11 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	}
 
 	worker := spawn(t, env, "worker running", "worker")
-	waitUntil(t, "the run to await approval", func() bool { return runState(t, st, run) == store.StateAwaitingApproval })
+	testkit.WaitRunState(t, st, run.ID, store.StateAwaitingApproval, 30*time.Second)
 	if _, err := st.Approve(ctx, run.ID, approver.ID); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, "the provider to commit the refund", func() bool {
+	testkit.WaitUntil(t, "the provider to commit the refund", 30*time.Second, func() bool {
 		l, err := provider.Ledger(ctx)
 		return err == nil && len(l) == 1
 	})
@@ -177,7 +168,7 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	}
 
 	spawn(t, env, "worker running", "worker")
-	waitUntil(t, "the new worker to complete the run", func() bool { return runState(t, st, run) == store.StateCompleted })
+	testkit.WaitRunState(t, st, run.ID, store.StateCompleted, 30*time.Second)
 
 	ledger, err := provider.Ledger(ctx)
 	if err != nil {
@@ -212,25 +203,5 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	}
 	if !strings.Contains(string(out), "ok: every invariant holds") || strings.Contains(string(out), "skipped") {
 		t.Errorf("refundd verify did not check both ledgers cleanly:\n%s", out)
-	}
-}
-
-func runState(t *testing.T, st *store.Store, run *store.Run) string {
-	t.Helper()
-	r, err := st.RunByID(context.Background(), run.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return r.State
-}
-
-func waitUntil(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(30 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
 }

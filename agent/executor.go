@@ -42,6 +42,7 @@ type Config struct {
 }
 
 func (c *Config) fill() {
+	// Without a hostname the ID stays unique by its pid and random suffix.
 	host, _ := os.Hostname()
 	c.WorkerID = cmp.Or(c.WorkerID, fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8]))
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
@@ -160,7 +161,7 @@ func (e *Executor) work(ctx context.Context, run *store.Run) {
 	after, seen := e.steps(ctx, log, run)
 	cancel(nil)
 	<-renewed
-	if context.Cause(ctx) == store.ErrLeaseLost {
+	if errors.Is(context.Cause(ctx), store.ErrLeaseLost) {
 		log.Warn("lease lost; another worker has the run")
 		return
 	}
@@ -313,7 +314,10 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return e.submit(ctx, log, run, op)
 	default:
 		log.Warn("reconcile: provider lookup failed", "op", op.ID, "err", err)
-		n, _ := e.store.NoteAttempt(ctx, op.ID, err.Error())
+		n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+		if nerr != nil {
+			return 0, false, nerr
+		}
 		return e.backoff(n), true, nil
 	}
 }
@@ -368,16 +372,16 @@ func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.
 	return ignoreDone(err)
 }
 
-// cancel honours a cancel request at a safe boundary. Before any operation
-// exists, the run ends canceled. Once one exists, the provider may have it:
-// reconcile first, then end completed with cancel.too_late, or canceled if
-// the provider confirms nothing happened.
+// cancel honours a cancel request at a safe boundary. Before it is too late
+// (store.CancelTooLate), the run ends canceled. After, the provider may have
+// the refund: reconcile first, then end completed with cancel.too_late, or
+// canceled if the provider confirms nothing happened.
 func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
 	ops, err := e.store.OperationsByRun(ctx, run.ID)
 	if err != nil {
 		return err
 	}
-	if len(ops) == 0 {
+	if !store.CancelTooLate(ops) {
 		return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
 	}
 	op := &ops[0]
@@ -410,12 +414,17 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
 func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store.Operation) error {
 	msg := fmt.Sprintf("Refunded %s to your original payment method. The payment provider's reference is %s.",
 		store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String)
+	// Read now: the cancel may have come after the run was claimed.
+	r, err := e.store.RunByID(ctx, run.ID)
+	if err != nil {
+		return err
+	}
 	var extra []store.NewEvent
-	if r, err := e.store.RunByID(ctx, run.ID); err == nil && r.CancelRequested() {
+	if r.CancelRequested() {
 		msg = "Your cancel arrived too late: the refund had already reached the payment provider. " + msg
 		extra = append(extra, store.NewEvent{Type: store.EventCancelTooLate, Payload: map[string]any{"operation_id": op.ID}})
 	}
-	_, err := e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)
+	_, err = e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)
 	return ignoreDone(err)
 }
 

@@ -1,11 +1,10 @@
 package agent_test
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"sync"
@@ -16,6 +15,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
@@ -28,6 +28,7 @@ func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 type env struct {
 	t        *testing.T
 	s        *store.Store
+	db       *sqlx.DB // the test's own pool, for reading rows
 	sim      *payments.Sim
 	client   *payments.Client
 	customer *store.User
@@ -37,58 +38,20 @@ type env struct {
 
 func newEnv(t *testing.T, faults payments.Faults) *env {
 	t.Helper()
-	ctx := context.Background()
 	s := storetest.MustOpen(t)
-	db, err := sqlx.Open("postgres", s.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sim, err := payments.NewSim(db, faults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(sim.Handler())
-	t.Cleanup(srv.Close)
-	t.Cleanup(sim.Close)
-	client := payments.NewClient(srv.URL, 10*time.Second)
-	c, err := s.CreateUser(ctx, "c@example.com", "C", store.RoleCustomer, "pw", store.GrantRefundAccess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := s.CreateUser(ctx, "a@example.com", "A", store.RoleApprover, "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := s.CreateOrder(ctx, c.ID, "Shoes", 1_000_000, "EUR")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &env{t: t, s: s, sim: sim, client: client, customer: c, approver: a, order: o}
+	db := storetest.DB(t, s)
+	p := testkit.StartProvider(t, db, faults, 10*time.Second)
+	who := storetest.MustSeedParties(t, s, 1_000_000)
+	return &env{t: t, s: s, db: db, sim: p.Sim, client: p.Client, customer: who.Customer, approver: who.Approver, order: who.Order}
 }
 
-// executor starts a worker with test-speed settings; it is stopped at the
+// executor starts a worker with test-speed settings (and provider calls
+// that time out after 2 s unless cfg says otherwise); it is stopped at the
 // end of the test.
 func (e *env) executor(cfg agent.Config, narrator agent.Narrator) *agent.Executor {
 	e.t.Helper()
-	cfg.Poll = 20 * time.Millisecond
-	if cfg.ProviderTimeout == 0 {
-		cfg.ProviderTimeout = 2 * time.Second
-	}
-	if cfg.RetryBase == 0 {
-		cfg.RetryBase = 20 * time.Millisecond
-	}
-	l := store.NewListener(e.s.URL(), logger(e.t))
-	if err := l.Start(context.Background()); err != nil {
-		e.t.Fatal(err)
-	}
-	x := agent.New(cfg, e.s, e.client, narrator, l, logger(e.t))
-	x.Start(context.Background())
-	e.t.Cleanup(func() {
-		x.Stop()
-		l.Stop()
-	})
-	return x
+	cfg.ProviderTimeout = cmp.Or(cfg.ProviderTimeout, 2*time.Second)
+	return testkit.StartExecutor(e.t, e.s, nil, e.client, narrator, cfg)
 }
 
 func (e *env) start(amount int64) *store.Run {
@@ -104,33 +67,13 @@ func (e *env) start(amount int64) *store.Run {
 // waitState waits until the run is in state, failing after 20 seconds.
 func (e *env) waitState(runID uuid.UUID, state string) *store.Run {
 	e.t.Helper()
-	var r *store.Run
-	e.waitFor(fmt.Sprintf("run %s to be %s", runID, state), func() bool {
-		var err error
-		r, err = e.s.RunByID(context.Background(), runID)
-		if err != nil {
-			e.t.Fatal(err)
-		}
-		return r.State == state
-	})
-	return r
-}
-
-func (e *env) waitFor(what string, cond func() bool) {
-	e.t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			e.t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	return testkit.WaitRunState(e.t, e.s, runID, state, 20*time.Second)
 }
 
 func (e *env) types(runID uuid.UUID) []string {
 	e.t.Helper()
 	var types []string
-	if err := e.s.DB().Select(&types, `SELECT type FROM run_events WHERE run_id = $1 AND class = 'business' ORDER BY seq`, runID); err != nil {
+	if err := e.db.Select(&types, `SELECT type FROM run_events WHERE run_id = $1 AND class = 'business' ORDER BY seq`, runID); err != nil {
 		e.t.Fatal(err)
 	}
 	return types
@@ -154,10 +97,6 @@ func (e *env) verify() {
 	if len(problems) > 0 {
 		e.t.Errorf("verify: %s", strings.Join(problems, "\n"))
 	}
-}
-
-func logger(t *testing.T) *slog.Logger {
-	return slog.New(slog.NewTextHandler(t.Output(), &slog.HandlerOptions{Level: slog.LevelWarn}))
 }
 
 func TestExecutor_HappyPathWithApproval(t *testing.T) {
@@ -195,7 +134,7 @@ func TestExecutor_HappyPathWithApproval(t *testing.T) {
 		t.Errorf("business events:\n got %s\nwant %s", got, want)
 	}
 	var narration int
-	if err := e.s.DB().Get(&narration, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'narration.delta'`, run.ID); err != nil {
+	if err := e.db.Get(&narration, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'narration.delta'`, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	if narration == 0 {
@@ -267,7 +206,7 @@ func TestExecutor_TwoWorkersManyRuns(t *testing.T) {
 		t.Errorf("provider ledger = %d refunds, want %d", got, n)
 	}
 	var dup []string
-	if err := e.s.DB().Select(&dup, `SELECT run_id::text || ' ' || type FROM run_events WHERE class = 'business'
+	if err := e.db.Select(&dup, `SELECT run_id::text || ' ' || type FROM run_events WHERE class = 'business'
         GROUP BY run_id, type HAVING count(*) > 1`); err != nil {
 		t.Fatal(err)
 	}
@@ -281,13 +220,15 @@ func TestExecutor_TwoWorkersManyRuns(t *testing.T) {
 		}
 	}
 	w.mu.Unlock()
+	// A worker gives its lease up just after it commits the run's end.
 	var workers []string
-	if err := e.s.DB().Select(&workers, `SELECT DISTINCT lease_owner FROM runs WHERE lease_owner IS NOT NULL`); err != nil {
-		t.Fatal(err)
-	}
-	if len(workers) != 0 {
-		t.Errorf("leases still held after completion by %v", workers)
-	}
+	testkit.WaitUntil(t, "the workers to give up their leases after completion", 5*time.Second, func() bool {
+		workers = nil
+		if err := e.db.Select(&workers, `SELECT DISTINCT lease_owner FROM runs WHERE lease_owner IS NOT NULL`); err != nil {
+			t.Fatal(err)
+		}
+		return len(workers) == 0
+	})
 	e.verify()
 }
 
@@ -321,7 +262,7 @@ func TestExecutor_CancelAfterProviderCommitIsTooLate(t *testing.T) {
 	if _, err := e.s.Approve(ctx, run.ID, e.approver.ID); err != nil {
 		t.Fatal(err)
 	}
-	e.waitFor("the provider to commit the refund", func() bool { return len(e.ledger()) == 1 })
+	testkit.WaitUntil(t, "the provider to commit the refund", 20*time.Second, func() bool { return len(e.ledger()) == 1 })
 	if _, err := e.s.RequestCancel(ctx, run.ID, e.customer.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -474,7 +415,7 @@ func TestNarration_ChunkedNotPerToken(t *testing.T) {
 	e.waitState(run.ID, store.StateAwaitingApproval)
 	elapsed := time.Since(start)
 	var payloads []json.RawMessage
-	if err := e.s.DB().Select(&payloads, `SELECT payload FROM run_events WHERE run_id = $1 AND type = 'narration.delta' ORDER BY seq`, run.ID); err != nil {
+	if err := e.db.Select(&payloads, `SELECT payload FROM run_events WHERE run_id = $1 AND type = 'narration.delta' ORDER BY seq`, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	var text strings.Builder

@@ -12,14 +12,13 @@ import (
 // Facts are what the narrator may talk about. Narration is presentation
 // only: nothing it says changes a run.
 type Facts struct {
-	Stage       string // "planning", "approval", "submitting", "done"
+	Stage       string // "planning" or "submitting"
 	OrderID     int64
 	Description string
 	Paid        string // formatted money
 	Amount      string
 	Reason      string
 	NeedsOK     bool
-	Outcome     string
 }
 
 // Narrator streams text about a run, piece by piece, to emit.
@@ -118,7 +117,9 @@ func (e *Executor) narrate(ctx context.Context, run *store.Run, f Facts) error {
 		}
 		e.logger.Warn("narrator failed; using the built-in one", "run", run.ID, "err", err)
 		if said {
-			_ = emit("\n")
+			if err := emit("\n"); err != nil {
+				return err
+			}
 		}
 		if err := (Builtin{Delay: e.cfg.NarrationDelay}).Narrate(ctx, f, emit); err != nil {
 			return err

@@ -98,7 +98,7 @@ func TestExecutor_ModelTextIsNarrationAndItsFailureIsNotTheRunsFailure(t *testin
 			run := e.start(100)
 			e.waitState(run.ID, store.StateAwaitingApproval)
 			var texts []string
-			if err := e.s.DB().Select(&texts, `SELECT payload->>'text' FROM run_events WHERE run_id = $1 AND type = 'narration.delta' ORDER BY seq`, run.ID); err != nil {
+			if err := e.db.Select(&texts, `SELECT payload->>'text' FROM run_events WHERE run_id = $1 AND type = 'narration.delta' ORDER BY seq`, run.ID); err != nil {
 				t.Fatal(err)
 			}
 			if got := strings.Join(texts, ""); !strings.Contains(got, tc.want) {

@@ -166,7 +166,7 @@ func TestCrossOrigin_ForgedPostsChangeNothing(t *testing.T) {
 	// snapshot is what a forged request must not change.
 	snapshot := func() string {
 		var s string
-		if err := a.store.DB().Get(&s, `SELECT concat_ws('|',
+		if err := a.db.Get(&s, `SELECT concat_ws('|',
             (SELECT count(*) FROM runs), (SELECT count(*) FROM api_tokens), (SELECT count(*) FROM grants),
             (SELECT count(*) FROM users WHERE disabled_at IS NOT NULL), (SELECT string_agg(role, ',' ORDER BY id) FROM users),
             (SELECT count(*) FROM runs WHERE cancel_requested_at IS NOT NULL), (SELECT count(*) FROM audit_log WHERE action <> 'login'))`); err != nil {
@@ -414,7 +414,7 @@ func TestAPIToken(t *testing.T) {
 			t.Error("the users page shows the token again")
 		}
 		var rows []string
-		if err := a.store.DB().Select(&rows, `SELECT row_to_json(t)::text FROM api_tokens t`); err != nil {
+		if err := a.db.Select(&rows, `SELECT row_to_json(t)::text FROM api_tokens t`); err != nil {
 			t.Fatal(err)
 		}
 		secret := strings.TrimPrefix(token, store.TokenPrefix)
@@ -486,7 +486,7 @@ func TestAPIToken(t *testing.T) {
 
 	t.Run("revoked", func(t *testing.T) {
 		var id int64
-		if err := a.store.DB().Get(&id, `SELECT id FROM api_tokens`); err != nil {
+		if err := a.db.Get(&id, `SELECT id FROM api_tokens`); err != nil {
 			t.Fatal(err)
 		}
 		wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/tokens/%d/revoke", id), nil), "/admin/users")

@@ -350,7 +350,7 @@ func TestAPIShowRun(t *testing.T) {
 		t.Fatal(err)
 	}
 	var lastSeq int64
-	if err := a.store.DB().QueryRow(`SELECT last_seq FROM runs WHERE id = $1`, run.ID).Scan(&lastSeq); err != nil {
+	if err := a.db.QueryRow(`SELECT last_seq FROM runs WHERE id = $1`, run.ID).Scan(&lastSeq); err != nil {
 		t.Fatal(err)
 	}
 

@@ -1,11 +1,10 @@
 package handlers
 
 import (
-	"context"
 	"errors"
+	"fmt"
 	"net/http"
 
-	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/store"
@@ -48,26 +47,17 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 	if u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyApprovers)
 	}
-	ctx := c.Request().Context()
-	updated, err := h.store.Approve(ctx, run.ID, u.ID)
-	switch {
-	case err == nil:
-		return &decision{Result: resultApproved, Message: msgApproved, Run: newAPIRun(updated)}, nil
-	case errors.Is(err, store.ErrAlreadyDone):
-		if updated, err = h.store.RunByID(ctx, run.ID); err != nil {
-			return nil, err
-		}
-		return &decision{Result: resultAlreadyApproved, Message: msgAlreadyApproved, Run: newAPIRun(updated)}, nil
-	case errors.Is(err, store.ErrConflict):
-		return nil, h.finishedOr(ctx, run.ID, err)
+	d, err := h.store.Approve(c.Request().Context(), run.ID, u.ID)
+	if err != nil {
+		return nil, err
 	}
-	return nil, err
+	return worded(d, approveWords)
 }
 
 // cancel records a request to cancel the run, from its owner or an
 // approver. It is a command: the executor honours it at its next safe
-// boundary. Once an operation exists the refund may have reached the
-// provider, and the answer says it is too late.
+// boundary, and the store says whether it came too late to promise that no
+// money moves.
 func (h *Handler) cancel(c echo.Context) (*decision, error) {
 	run, _, err := h.loadRun(c)
 	if err != nil {
@@ -77,46 +67,50 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 	if run.OwnerID != u.ID && u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyOwnerOrApprovers)
 	}
-	ctx := c.Request().Context()
-	updated, err := h.store.RequestCancel(ctx, run.ID, u.ID)
-	already := errors.Is(err, store.ErrAlreadyDone)
-	switch {
-	case already:
-		if updated, err = h.store.RunByID(ctx, run.ID); err != nil {
-			return nil, err
-		}
-	case errors.Is(err, store.ErrConflict):
-		return nil, h.finishedOr(ctx, run.ID, err)
-	case err != nil:
-		return nil, err
-	}
-	// Read after the cancel committed: an operation that exists now may
-	// reach the provider whatever the executor does next.
-	ops, err := h.store.OperationsByRun(ctx, run.ID)
+	d, err := h.store.RequestCancel(c.Request().Context(), run.ID, u.ID)
 	if err != nil {
 		return nil, err
 	}
-	d := &decision{Result: resultCancelRequested, Message: msgCancelRequested, Run: newAPIRun(updated)}
-	switch {
-	case len(ops) > 0 || updated.State == store.StateReconciling:
-		d.Result, d.Message = resultTooLateToCancel, msgTooLateToCancel
-	case already:
-		d.Result, d.Message = resultAlreadyCanceling, msgAlreadyCanceling
-	}
-	return d, nil
+	return worded(d, cancelWords)
 }
 
-// finishedOr words a store conflict: a finished run is "already finished"
-// (409); other conflicts keep the store's own words.
-func (h *Handler) finishedOr(ctx context.Context, runID uuid.UUID, conflict error) error {
-	run, err := h.store.RunByID(ctx, runID)
-	if err != nil {
-		return err
+func approveWords(o store.DecisionOutcome) (result, message string) {
+	switch o {
+	case store.DecisionAccepted:
+		return resultApproved, msgApproved
+	case store.DecisionAlreadyMade:
+		return resultAlreadyApproved, msgAlreadyApproved
 	}
-	if store.Terminal(run.State) {
-		return store.Errorf(store.CodeConflict, msgRunFinished)
+	return "", ""
+}
+
+func cancelWords(o store.DecisionOutcome) (result, message string) {
+	switch o {
+	case store.DecisionAccepted:
+		return resultCancelRequested, msgCancelRequested
+	case store.DecisionAlreadyMade:
+		return resultAlreadyCanceling, msgAlreadyCanceling
+	case store.DecisionTooLate:
+		return resultTooLateToCancel, msgTooLateToCancel
 	}
-	return conflict
+	return "", ""
+}
+
+// worded turns what the store decided into the API's code and a person's
+// words. A refusal is an error that carries its words: a finished run says
+// so in ours, any other keeps the store's.
+func worded(d store.Decision, words func(store.DecisionOutcome) (string, string)) (*decision, error) {
+	switch d.Outcome {
+	case store.DecisionRunFinished:
+		return nil, store.Errorf(store.CodeConflict, msgRunFinished)
+	case store.DecisionNotAllowed:
+		return nil, d.Why
+	}
+	result, message := words(d.Outcome)
+	if result == "" {
+		return nil, fmt.Errorf("handlers: no words for decision outcome %d", d.Outcome)
+	}
+	return &decision{Result: result, Message: message, Run: newAPIRun(d.Run)}, nil
 }
 
 func (h *Handler) approveRun(c echo.Context) error { return h.answerDecision(c, h.approve) }

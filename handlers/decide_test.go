@@ -86,7 +86,7 @@ func TestApprove_Twice(t *testing.T) {
 	}
 	var decision string
 	var by int64
-	if err := a.store.DB().QueryRow(`SELECT decision, decided_by FROM approvals WHERE run_id = $1`, run.ID).Scan(&decision, &by); err != nil {
+	if err := a.db.QueryRow(`SELECT decision, decided_by FROM approvals WHERE run_id = $1`, run.ID).Scan(&decision, &by); err != nil {
 		t.Fatal(err)
 	}
 	if decision != "approved" || by != a.user(t, "approver@example.com").ID {

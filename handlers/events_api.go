@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"net/http"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -53,14 +52,9 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 		}
 		limit = min(n, store.MaxPage)
 	}
-	after, err := strconv.ParseInt(strings.TrimSpace(c.QueryParam("after")), 10, 64)
-	if c.QueryParam("after") == "" {
-		after, err = 0, nil
-	}
+	after, err := store.ParseCursor(c.QueryParam("after"))
 	var evs []store.Event
-	if err != nil || after < 0 {
-		err = store.Errorf(store.CodeCursorInvalid, "the cursor %q is not a sequence number", c.QueryParam("after"))
-	} else {
+	if err == nil {
 		evs, err = h.store.EventsAfter(ctx, run.ID, after, limit+1)
 	}
 	switch code := store.ErrorCode(err); {

@@ -43,7 +43,7 @@ type Handler struct {
 	log      *slog.Logger
 	sessions *sessions.CookieStore
 	cookie   string // the session cookie's name
-	streams  *streamHub
+	streams  *openStreams
 }
 
 // New builds the web server's handler with every route registered.
@@ -58,8 +58,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	h := &Handler{cfg: cfg, store: st, log: logger, sessions: sess, cookie: sessionCookieName(cfg.CookieSecure)}
 
 	e := echo.New()
+	h.cfg.Stream.fill()
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
-	h.streams = newStreamHub(&h.cfg.Stream)
+	h.streams = newOpenStreams()
 	e.Server.RegisterOnShutdown(h.streams.Close)
 	e.HideBanner = true
 	e.HidePort = true

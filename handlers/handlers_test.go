@@ -12,10 +12,16 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/PuerkitoBio/goquery"
+	"github.com/jmoiron/sqlx"
+	"github.com/labstack/echo/v4"
 
+	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/testkit"
+	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/static"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
@@ -28,23 +34,108 @@ const testSessionKey = "test-session-key-0123456789abcdef"
 // app is one test's server over its own seeded database.
 type app struct {
 	srv   *httptest.Server
+	e     *echo.Echo
 	store *store.Store
+	db    *sqlx.DB      // the test's own pool, for rows read or changed directly
+	sim   *payments.Sim // with withExecutor
 }
 
-func newApp(t *testing.T, cfg handlers.Config) *app {
+// appOption is one change to the server newApp builds.
+type appOption func(*appSetup)
+
+type appSetup struct {
+	listener bool
+	executor *executorSetup
+	wrap     func(http.Handler) http.Handler
+	server   func(*httptest.Server)
+}
+
+type executorSetup struct {
+	narrator agent.Narrator
+	faults   payments.Faults
+}
+
+// withListener gives the server a real Listener, so streams wake on NOTIFY
+// instead of polling.
+func withListener() appOption { return func(s *appSetup) { s.listener = true } }
+
+// withExecutor runs the real executor at test speed, narrating with
+// narrator, against a simulated provider with faults; it shares the
+// server's Listener.
+func withExecutor(narrator agent.Narrator, faults payments.Faults) appOption {
+	return func(s *appSetup) { s.listener, s.executor = true, &executorSetup{narrator, faults} }
+}
+
+// wrapHandler puts wrap in front of the handlers, to watch or refuse
+// requests before they reach them.
+func wrapHandler(wrap func(http.Handler) http.Handler) appOption {
+	return func(s *appSetup) { s.wrap = wrap }
+}
+
+// configureServer changes the test server before it starts: its network
+// listener, its connection hooks.
+func configureServer(f func(*httptest.Server)) appOption {
+	return func(s *appSetup) { s.server = f }
+}
+
+// newApp builds the handlers with cfg (and the test session key) over a
+// fresh seeded database and serves them until the test ends.
+func newApp(t *testing.T, cfg handlers.Config, opts ...appOption) *app {
 	t.Helper()
+	var setup appSetup
+	for _, o := range opts {
+		o(&setup)
+	}
+	ctx := context.Background()
 	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(context.Background()); err != nil {
+	if err := st.SeedDemo(ctx); err != nil {
 		t.Fatal(err)
 	}
+	a := &app{store: st, db: storetest.DB(t, st)}
+	log := slog.New(slog.DiscardHandler)
+	if setup.listener {
+		l := store.NewListener(st.URL(), log)
+		if err := l.Start(ctx); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(l.Stop)
+		cfg.Listener = l
+	}
+	if x := setup.executor; x != nil {
+		p := testkit.StartProvider(t, a.db, x.faults, 10*time.Second)
+		testkit.StartExecutor(t, st, cfg.Listener, p.Client, x.narrator, agent.Config{ChunkEvery: time.Millisecond})
+		a.sim = p.Sim
+	}
 	cfg.SessionKey = testSessionKey
-	e, err := handlers.New(cfg, st, slog.New(slog.DiscardHandler))
+	e, err := handlers.New(cfg, st, log)
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	return &app{srv: srv, store: st}
+	a.e = e
+	var h http.Handler = e
+	if setup.wrap != nil {
+		h = setup.wrap(e)
+	}
+	a.srv = httptest.NewUnstartedServer(h)
+	if setup.server != nil {
+		setup.server(a.srv)
+	}
+	a.srv.Start()
+	t.Cleanup(a.srv.Close)
+	// Runs before srv.Close (cleanups run last first): end open streams,
+	// as a graceful shutdown does, so Close need not wait for them.
+	t.Cleanup(func() { shutdown(t, a.e) })
+	return a
+}
+
+// shutdown runs the handlers' shutdown hooks, as serve's graceful shutdown
+// does.
+func shutdown(t testing.TB, e *echo.Echo) {
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	if err := e.Server.Shutdown(ctx); err != nil {
+		t.Errorf("shutdown: %v", err)
+	}
 }
 
 // client is a browser-like client with cookies that does not follow
@@ -294,7 +385,7 @@ func TestSession_DisabledUserIsLoggedOut(t *testing.T) {
 	a.login(t, c, "customer@example.com")
 	wantStatus(t, a.get(t, c, "/"), http.StatusOK)
 
-	if _, err := a.store.DB().Exec(`UPDATE users SET disabled_at = now() WHERE email = 'customer@example.com'`); err != nil {
+	if _, err := a.db.Exec(`UPDATE users SET disabled_at = now() WHERE email = 'customer@example.com'`); err != nil {
 		t.Fatal(err)
 	}
 	r := a.get(t, c, "/")

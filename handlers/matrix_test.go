@@ -1,14 +1,11 @@
 package handlers_test
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
 	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"net/url"
 	"slices"
 	"strconv"
@@ -20,8 +17,8 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
-	"github.com/refundd/refundd/store/storetest"
 )
 
 // The principals of the authorization matrix, in the order of its columns.
@@ -112,13 +109,35 @@ func mxRows() []mxRow {
 	}
 }
 
+// mxUnaskedRows are the rows of the routes on one run again, on a run that
+// never asked for approval: approvers see only runs that asked for a
+// decision, so to them this one does not exist. Everyone else gets what
+// they get on a run awaiting approval.
+func mxUnaskedRows() []mxRow {
+	const L = "303 /login"
+	return []mxRow{
+		// mxWant columns: anonymous, customer (owner), other-customer, revoked-customer (owner), approver, support, admin, customer-token.
+		{"POST", "/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{L, "403", "404", "403", "404", "403", "404", L}},
+		{"POST", "/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{L, "303 run", "404", "303 run", "404", "403", "404", L}},
+		{"GET", "/runs/:id", false, mxOnUnaskedRun(""), mxWant{L, "200 full", "404", "200 status", "404", "200 full", "404", L}},
+		{"GET", "/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse denied", "sse full", "sse denied", "sse signed-out"}},
+
+		{"GET", "/api/runs/:id", false, mxOnUnaskedRun(""), mxWant{"401", "200 full", "404", "200 status", "404", "200 full", "404", "200 full"}},
+		{"GET", "/api/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"401", "200 full", "404", "403", "404", "200 full", "404", "200 full"}},
+		{"GET", "/api/runs/:id/stream", false, mxOnUnaskedRun(""), mxWant{"401", "sse full", "404", "sse status", "404", "sse full", "404", "sse full"}},
+		{"POST", "/api/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{"401", "403", "404", "403", "404", "403", "404", "403"}},
+		{"POST", "/api/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{"401", "200", "404", "200", "404", "403", "404", "200"}},
+	}
+}
+
 // TestMatrix is the authorization matrix of issue 6: every principal ×
 // every route → the status, what is shown or streamed, and whether the
-// request changed anything.
+// request changed anything; the routes on one run both on a run awaiting
+// approval and on one that never asked for it.
 func TestMatrix(t *testing.T) {
 	t.Parallel()
 	m := newMxApp(t)
-	rows := mxRows()
+	rows, unasked := mxRows(), mxUnaskedRows()
 
 	t.Run("every route has a row", func(t *testing.T) {
 		registered := map[string]bool{}
@@ -144,25 +163,42 @@ func TestMatrix(t *testing.T) {
 				t.Errorf("route %s has no row in the authorization matrix: add one saying who gets what", key)
 			}
 		}
+		again := map[string]bool{}
+		for _, row := range unasked {
+			key := row.method + " " + row.route
+			if !listed[key] {
+				t.Errorf("%s has a row for a run that never asked for approval, but none of its own", key)
+			}
+			again[key] = true
+		}
+		for key := range listed {
+			if strings.Contains(key, "/runs/:id") && !again[key] {
+				t.Errorf("route %s has no row for a run that never asked for approval", key)
+			}
+		}
 	})
 
-	for _, row := range rows {
-		t.Run(row.method+" "+row.route, func(t *testing.T) {
-			t.Parallel()
-			for who := range mxPrincipals {
-				t.Run(mxNames[who], func(t *testing.T) {
-					t.Parallel()
-					m.check(t, row, who)
-				})
-			}
-		})
+	for _, set := range []struct {
+		name string
+		rows []mxRow
+	}{{"", rows}, {"never asked for approval: ", unasked}} {
+		for _, row := range set.rows {
+			t.Run(set.name+row.method+" "+row.route, func(t *testing.T) {
+				t.Parallel()
+				for who := range mxPrincipals {
+					t.Run(mxNames[who], func(t *testing.T) {
+						t.Parallel()
+						m.check(t, row, who)
+					})
+				}
+			})
+		}
 	}
 }
 
 // mxApp is the matrix's server, its principals and their clients.
 type mxApp struct {
 	*app
-	e       *echo.Echo
 	token   string                    // the customer's API token
 	users   [mxPrincipals]*store.User // nil for anonymous; the customer for the token
 	clients [mxPrincipals]*http.Client
@@ -171,10 +207,8 @@ type mxApp struct {
 func newMxApp(t *testing.T) *mxApp {
 	t.Helper()
 	ctx := context.Background()
-	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(ctx); err != nil {
-		t.Fatal(err)
-	}
+	m := &mxApp{app: newApp(t, handlers.Config{})}
+	st := m.store
 	// The revoked customer had refund_access, started a refund, then lost
 	// the grant.
 	revoked, err := st.CreateUser(ctx, "revoked@example.com", "Rory Revoked", store.RoleCustomer, store.DemoPassword, store.GrantRefundAccess)
@@ -187,20 +221,6 @@ func newMxApp(t *testing.T) *mxApp {
 	if err := st.SetGrant(ctx, revoked.ID, store.GrantRefundAccess, false); err != nil {
 		t.Fatal(err)
 	}
-
-	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey}, st, slog.New(slog.DiscardHandler))
-	if err != nil {
-		t.Fatal(err)
-	}
-	srv := httptest.NewServer(e)
-	t.Cleanup(srv.Close)
-	// Runs first: ends open streams, as a graceful shutdown does.
-	t.Cleanup(func() {
-		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-		defer cancel()
-		_ = e.Server.Shutdown(ctx)
-	})
-	m := &mxApp{app: &app{srv: srv, store: st}, e: e}
 
 	for who, email := range [mxPrincipals]string{mxCustomer: "customer@example.com", mxOther: "customer2@example.com",
 		mxRevoked: "revoked@example.com", mxApprover: "approver@example.com", mxSupport: "support@example.com", mxAdmin: "admin@example.com"} {
@@ -262,6 +282,9 @@ type mxCell struct {
 	changed func(t *testing.T) bool
 	// body checks a successful answer's body further.
 	body func(t *testing.T, body string)
+	// timeline is the type of the run's last business event, which full
+	// access delivers.
+	timeline string
 }
 
 func mxPath(path string) mxCellFunc {
@@ -272,7 +295,14 @@ func mxPath(path string) mxCellFunc {
 // the customer, or by the revoked customer for themselves), with narration
 // and a reason no one else may see. With eventType, the request's change is
 // that event being appended.
-func mxOnRun(eventType string) mxCellFunc {
+func mxOnRun(eventType string) mxCellFunc { return mxRunCell(eventType, true) }
+
+// mxOnUnaskedRun is mxOnRun on a run that never asked for approval: it is
+// planning, as every run is before its policy decides whether an approver
+// is needed, and as one that needs none stays until it submits.
+func mxOnUnaskedRun(eventType string) mxCellFunc { return mxRunCell(eventType, false) }
+
+func mxRunCell(eventType string, askApproval bool) mxCellFunc {
 	return func(t *testing.T, m *mxApp, row mxRow, who int, _ *http.Client) *mxCell {
 		t.Helper()
 		ctx := context.Background()
@@ -296,7 +326,15 @@ func mxOnRun(eventType string) mxCellFunc {
 			Payload: map[string]string{"text": c.secrets.narration + " "}}); err != nil {
 			t.Fatal(err)
 		}
-		if run, err = m.store.RequestApproval(ctx, run.ID, map[string]any{"amount": 1}); err != nil {
+		// The last event is a business one, so status-only streams reach it.
+		if askApproval {
+			c.timeline = store.EventApprovalRequested
+			run, err = m.store.RequestApproval(ctx, run.ID, map[string]any{"amount": 1})
+		} else {
+			c.timeline = store.EventRunPlanning
+			run, err = m.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.NewEvent{Type: store.EventRunPlanning})
+		}
+		if err != nil {
 			t.Fatal(err)
 		}
 		c.run, c.lastSeq = run, run.LastSeq
@@ -306,7 +344,7 @@ func mxOnRun(eventType string) mxCellFunc {
 		}
 		if eventType != "" {
 			c.changed = func(t *testing.T) bool {
-				return m.mxCount(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, eventType) > 0
+				return m.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, eventType) > 0
 			}
 		}
 		return c
@@ -321,7 +359,7 @@ func mxLogin(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mxC
 		email, password = u.Email, store.DemoPassword
 	}
 	return &mxCell{path: "/login", form: url.Values{"email": {email}, "password": {password}},
-		changed: func(t *testing.T) bool { return m.status(t, client, "/") == http.StatusOK }}
+		changed: func(t *testing.T) bool { return m.get(t, client, "/").status == http.StatusOK }}
 }
 
 // mxLogout's change is that the session the client held no longer works,
@@ -339,7 +377,7 @@ func mxLogout(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mx
 		}
 		copied := m.client(t)
 		copied.Jar.SetCookies(mustURL(t, m.srv.URL), []*http.Cookie{{Name: held.Name, Value: held.Value}})
-		return m.status(t, copied, "/") != http.StatusOK
+		return m.get(t, copied, "/").status != http.StatusOK
 	}}
 }
 
@@ -364,7 +402,7 @@ func (m *mxApp) mxOrderOf(t *testing.T, who int) int64 {
 
 func mxStarted(m *mxApp, requestID string) func(t *testing.T) bool {
 	return func(t *testing.T) bool {
-		return m.mxCount(t, `SELECT count(*) FROM runs WHERE client_request_id = $1`, requestID) > 0
+		return m.count(t, `SELECT count(*) FROM runs WHERE client_request_id = $1`, requestID) > 0
 	}
 }
 
@@ -413,11 +451,11 @@ func mxOrders(t *testing.T, m *mxApp, _ mxRow, who int, _ *http.Client) *mxCell 
 func (m *mxApp) mxTarget(t *testing.T) int64 {
 	t.Helper()
 	var id int64
-	if err := m.store.DB().Get(&id, `INSERT INTO users (email, name, role, password_hash) VALUES ($1, 'Target', 'customer', 'x') RETURNING id`,
+	if err := m.db.Get(&id, `INSERT INTO users (email, name, role, password_hash) VALUES ($1, 'Target', 'customer', 'x') RETURNING id`,
 		"target-"+uuid.NewString()+"@example.com"); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.store.DB().Exec(`INSERT INTO grants (user_id, name) VALUES ($1, $2)`, id, store.GrantRefundAccess); err != nil {
+	if _, err := m.db.Exec(`INSERT INTO grants (user_id, name) VALUES ($1, $2)`, id, store.GrantRefundAccess); err != nil {
 		t.Fatal(err)
 	}
 	return id
@@ -446,13 +484,13 @@ func mxOnUser(t *testing.T, m *mxApp, row mxRow, _ int, _ *http.Client) *mxCell 
 	case "grants":
 		c.form = url.Values{"grant": {store.GrantRefundAccess}, "on": {"false"}}
 	case "enable":
-		if _, err := m.store.DB().Exec(`UPDATE users SET disabled_at = now() WHERE id = $1`, id); err != nil {
+		if _, err := m.db.Exec(`UPDATE users SET disabled_at = now() WHERE id = $1`, id); err != nil {
 			t.Fatal(err)
 		}
 	case "tokens":
 		c.form = url.Values{"name": {"matrix"}}
 	}
-	c.changed = func(t *testing.T) bool { return m.mxCount(t, query, id) > 0 }
+	c.changed = func(t *testing.T) bool { return m.count(t, query, id) > 0 }
 	return c
 }
 
@@ -462,27 +500,8 @@ func mxOnToken(t *testing.T, m *mxApp, _ mxRow, _ int, _ *http.Client) *mxCell {
 		t.Fatal(err)
 	}
 	return &mxCell{path: fmt.Sprintf("/admin/tokens/%d/revoke", tok.ID), changed: func(t *testing.T) bool {
-		return m.mxCount(t, `SELECT count(*) FROM api_tokens WHERE id = $1 AND revoked_at IS NOT NULL`, tok.ID) > 0
+		return m.count(t, `SELECT count(*) FROM api_tokens WHERE id = $1 AND revoked_at IS NOT NULL`, tok.ID) > 0
 	}}
-}
-
-func (m *mxApp) mxCount(t *testing.T, query string, args ...any) int {
-	t.Helper()
-	var n int
-	if err := m.store.DB().QueryRow(query, args...).Scan(&n); err != nil {
-		t.Fatal(err)
-	}
-	return n
-}
-
-// status GETs path as c and returns the status.
-func (m *mxApp) status(t *testing.T, c *http.Client, path string) int {
-	t.Helper()
-	req, err := http.NewRequest(http.MethodGet, m.srv.URL+path, nil)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return do(t, c, req).status
 }
 
 // check makes the row's request as who and compares what comes back with
@@ -606,9 +625,6 @@ func (m *mxApp) checkShown(t *testing.T, row mxRow, cell *mxCell, detail string,
 	}
 }
 
-// mxFrame is one SSE message.
-type mxFrame struct{ event, id, data string }
-
 // checkStream opens a stream as client with cursor 0 and reads it until
 // the run's last event (or the end), then checks what was delivered.
 func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, what string) {
@@ -634,46 +650,29 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 		t.Fatalf("status %d (%s), want a stream; body:\n%.600s", res.StatusCode, res.Header.Get("Content-Type"), b)
 	}
 
-	var frames []mxFrame
+	var frames []testkit.SSEEvent
 	reached, ended, early := false, false, false
-	sc := bufio.NewScanner(res.Body)
-	sc.Buffer(make([]byte, 1<<20), 16<<20)
-	var f mxFrame
-	var data []string
-read:
-	for sc.Scan() {
-		line := sc.Text()
-		switch {
-		case line == "":
-			if data != nil || f.event != "" {
-				f.data = strings.Join(data, "\n")
-				frames = append(frames, f)
-				if stopAt >= 0 && f.id == strconv.FormatInt(stopAt, 10) {
-					reached = true
-					break read
-				}
-				if stopAt < 0 && f.event != "close" {
-					early = true
-					break read // a refused stream that goes on: fail now
-				}
-			}
-			f, data = mxFrame{}, nil
-		case strings.HasPrefix(line, ":"):
-		default:
-			field, value, _ := strings.Cut(line, ":")
-			value = strings.TrimPrefix(value, " ")
-			switch field {
-			case "event":
-				f.event = value
-			case "id":
-				f.id = value
-			case "data":
-				data = append(data, value)
-			}
+	var readErr error
+	for f, err := range testkit.SSE(res.Body) {
+		if err != nil {
+			readErr = err
+			break
+		}
+		if f.Comment != "" {
+			continue
+		}
+		frames = append(frames, f)
+		if stopAt >= 0 && f.ID == strconv.FormatInt(stopAt, 10) {
+			reached = true
+			break
+		}
+		if stopAt < 0 && f.Event != "close" {
+			early = true
+			break // a refused stream that goes on: fail now
 		}
 	}
 	if !reached && !early {
-		ended = ctx.Err() == nil && sc.Err() == nil
+		ended = ctx.Err() == nil && readErr == nil
 	}
 	if stopAt >= 0 && !reached {
 		t.Fatalf("the stream did not deliver up to seq %d (ended=%v); got %d frames: %+v", stopAt, ended, len(frames), frames)
@@ -682,14 +681,14 @@ read:
 	narration, reason := cell.secrets.narration, cell.secrets.reason
 	all := ""
 	for _, f := range frames {
-		all += f.data + "\n"
+		all += f.Data + "\n"
 	}
 	switch what {
 	case "full":
 		sawNarration, sawTimeline := false, false
 		for _, f := range frames {
-			if f.event == "close" || f.event == "status" {
-				t.Errorf("full access got %s event: %.400s", f.event, f.data)
+			if f.Event == "close" || f.Event == "status" {
+				t.Errorf("full access got %s event: %.400s", f.Event, f.Data)
 			}
 			if api {
 				var ev struct {
@@ -697,14 +696,14 @@ read:
 					Seq     int64           `json:"seq"`
 					Payload json.RawMessage `json:"payload"`
 				}
-				if err := json.Unmarshal([]byte(f.data), &ev); err != nil || ev.Type == "" {
+				if err := json.Unmarshal([]byte(f.Data), &ev); err != nil || ev.Type == "" {
 					t.Errorf("frame %+v is not the event JSON", f)
 				}
 				sawNarration = sawNarration || (ev.Type == store.EventNarrationDelta && strings.Contains(string(ev.Payload), narration))
-				sawTimeline = sawTimeline || ev.Type == store.EventApprovalRequested
+				sawTimeline = sawTimeline || ev.Type == cell.timeline
 			} else {
-				sawNarration = sawNarration || strings.Contains(f.data, narration)
-				sawTimeline = sawTimeline || strings.Contains(f.data, "beforeend:#timeline")
+				sawNarration = sawNarration || strings.Contains(f.Data, narration)
+				sawTimeline = sawTimeline || strings.Contains(f.Data, "beforeend:#timeline")
 			}
 		}
 		if !sawNarration || !sawTimeline {
@@ -715,10 +714,10 @@ read:
 			t.Errorf("status-only stream delivered narration or timeline: %+v", frames)
 		}
 		for _, f := range frames {
-			if api && (f.event != "status" || !strings.Contains(f.data, `"access":"status"`) || strings.Contains(f.data, `"type"`)) {
+			if api && (f.Event != "status" || !strings.Contains(f.Data, `"access":"status"`) || strings.Contains(f.Data, `"type"`)) {
 				t.Errorf("status-only JSON stream sent %+v, want event status with the run's state only", f)
 			}
-			if !api && f.event == "" && !strings.Contains(f.data, `id="run-status"`) {
+			if !api && f.Event == "" && !strings.Contains(f.Data, `id="run-status"`) {
 				t.Errorf("status-only HTML stream sent %+v, want the status panel", f)
 			}
 		}
@@ -727,15 +726,15 @@ read:
 		}
 	case "denied", "signed-out":
 		says := map[string]string{"denied": "not available to you", "signed-out": "Log in again"}[what]
-		if len(frames) == 0 || frames[0].event != "close" || !strings.Contains(frames[0].data, says) {
+		if len(frames) == 0 || frames[0].Event != "close" || !strings.Contains(frames[0].Data, says) {
 			t.Errorf("got %+v, want first the close event saying %q", frames, says)
 		}
 		if len(frames) != 1 || !ended {
 			t.Errorf("got %d frames (ended=%v), want the close event and the end", len(frames), ended)
 		}
 		for _, f := range frames {
-			if f.id != "" {
-				t.Errorf("a refused stream sent an event with id %s", f.id)
+			if f.ID != "" {
+				t.Errorf("a refused stream sent an event with id %s", f.ID)
 			}
 		}
 		if strings.Contains(all, narration) || strings.Contains(all, reason) {

@@ -4,9 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"slices"
 	"strings"
 	"sync/atomic"
@@ -15,14 +13,13 @@ import (
 
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
-	"github.com/refundd/refundd/store/storetest"
 )
 
 // browserApp is the whole program in-process: web, executor, simulated
@@ -31,7 +28,6 @@ import (
 type browserApp struct {
 	*streamApp
 	ctx      context.Context // the browser
-	sim      *payments.Sim
 	approver *store.User
 	narrator *gatedNarrator
 	// offline makes the stream refuse connections (503), as a network
@@ -42,27 +38,22 @@ type browserApp struct {
 
 func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults) *browserApp {
 	t.Helper()
-	ctx := context.Background()
-	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(ctx); err != nil {
+	b := &browserApp{narrator: narrator}
+	a := newApp(t, handlers.Config{Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}},
+		withExecutor(narrator, faults), wrapHandler(b.outage))
+	b.streamApp = &streamApp{app: a, customer: a.user(t, "customer@example.com")}
+	b.approver = a.user(t, "approver@example.com")
+	b.ctx = browsertest.New(t)
+	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
-	log := slog.New(slog.DiscardHandler)
-	l := store.NewListener(st.URL(), log)
-	if err := l.Start(ctx); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(l.Stop)
+	return b
+}
 
-	sim := startExecutor(t, st, l, narrator, faults)
-
-	e, err := handlers.New(handlers.Config{SessionKey: testSessionKey, Listener: l,
-		Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}}, st, log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b := &browserApp{sim: sim, narrator: narrator}
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+// outage counts the run page's stream requests and, while offline, refuses
+// them.
+func (b *browserApp) outage(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.URL.Path, "/events") && strings.HasPrefix(r.URL.Path, "/runs/") {
 			b.streams.Add(1)
 			if b.offline.Load() {
@@ -70,46 +61,8 @@ func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults
 				return
 			}
 		}
-		e.ServeHTTP(w, r)
-	}))
-	t.Cleanup(srv.Close)
-	t.Cleanup(func() { shutdown(t, e) })
-
-	b.streamApp = &streamApp{app: &app{srv: srv, store: st}, e: e, listener: l}
-	if b.customer, err = st.UserByEmail(ctx, "customer@example.com"); err != nil {
-		t.Fatal(err)
-	}
-	if b.approver, err = st.UserByEmail(ctx, "approver@example.com"); err != nil {
-		t.Fatal(err)
-	}
-	b.ctx = browsertest.New(t)
-	if err := browsertest.Login(b.ctx, srv.URL, "customer@example.com", store.DemoPassword); err != nil {
-		t.Fatal(err)
-	}
-	return b
-}
-
-// startExecutor runs the real executor at test speed against a simulated
-// provider on loopback, until the test ends.
-func startExecutor(t testing.TB, st *store.Store, l *store.Listener, narrator agent.Narrator, faults payments.Faults) *payments.Sim {
-	t.Helper()
-	db, err := sqlx.Open("postgres", st.URL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { db.Close() })
-	sim, err := payments.NewSim(db, faults)
-	if err != nil {
-		t.Fatal(err)
-	}
-	provider := httptest.NewServer(sim.Handler())
-	t.Cleanup(provider.Close)
-	t.Cleanup(sim.Close)
-	x := agent.New(agent.Config{Poll: 20 * time.Millisecond, RetryBase: 20 * time.Millisecond, ChunkEvery: time.Millisecond},
-		st, payments.NewClient(provider.URL, 10*time.Second), narrator, l, slog.New(slog.DiscardHandler))
-	x.Start(context.Background())
-	t.Cleanup(x.Stop)
-	return sim
+		next.ServeHTTP(w, r)
+	})
 }
 
 // gatedNarrator speaks its words one by one while planning, and waits at
@@ -235,20 +188,7 @@ func (b *browserApp) waitLive(t *testing.T) {
 
 func (b *browserApp) waitState(t *testing.T, runID uuid.UUID, state string) {
 	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for {
-		r, err := b.store.RunByID(context.Background(), runID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		if r.State == state {
-			return
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("run is %s, want %s", r.State, state)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
+	testkit.WaitRunState(t, b.store, runID, state, 20*time.Second)
 }
 
 func (b *browserApp) approve(t *testing.T, runID uuid.UUID) {
@@ -269,7 +209,7 @@ type dbState struct {
 	ops       []store.Operation
 }
 
-func (b *browserApp) db(t *testing.T, runID uuid.UUID) dbState {
+func (b *browserApp) stored(t *testing.T, runID uuid.UUID) dbState {
 	t.Helper()
 	ctx := context.Background()
 	snap, err := b.store.Snapshot(ctx, runID)
@@ -298,7 +238,7 @@ func (b *browserApp) db(t *testing.T, runID uuid.UUID) dbState {
 // every part of it with the rows in PostgreSQL.
 func (b *browserApp) wantPageMatchesDB(t *testing.T, runID uuid.UUID) (pageState, dbState) {
 	t.Helper()
-	d := b.db(t, runID)
+	d := b.stored(t, runID)
 	if !store.Terminal(d.state) {
 		t.Fatalf("run is %s; compare only finished runs", d.state)
 	}
@@ -430,7 +370,7 @@ func TestBrowser_DuplicateDeliveryIgnored(t *testing.T) {
 	b.waitState(t, run.ID, store.StateAwaitingApproval)
 	b.open(t, run.ID)
 	b.waitLive(t)
-	last := b.db(t, run.ID).lastSeq
+	last := b.stored(t, run.ID).lastSeq
 	before := b.page(t)
 
 	// The stream's own messages for seq 3 (narration) and the last one.
@@ -479,7 +419,7 @@ func TestBrowser_OfflinePastReplayWindow(t *testing.T) {
 	b.expire(t) // the replay window passes: narration is pruned
 	b.offline.Store(false)
 
-	d := b.db(t, run.ID)
+	d := b.stored(t, run.ID)
 	if d.narration != "" {
 		t.Fatalf("narration left after pruning: %q", d.narration)
 	}

@@ -14,7 +14,7 @@ import (
 
 func TestRunPage(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{}, true)
+	a := newStreamApp(t, handlers.Config{}, withListener())
 	c := a.customerClient(t)
 	a.narrate(t, 1, 3) // seq 2..4
 	if _, err := a.store.RequestCancel(context.Background(), a.run.ID, a.customer.ID); err != nil {
@@ -95,7 +95,7 @@ func TestRunPage(t *testing.T) {
 
 func TestEventsPage(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{}, true)
+	a := newStreamApp(t, handlers.Config{}, withListener())
 	c := a.customerClient(t)
 	a.narrate(t, 1, 4) // seq 2..5
 	path := "/api/runs/" + a.run.ID.String() + "/events"

@@ -58,7 +58,7 @@ func (f startForm) Validate(orders []store.Order) (store.StartRequest, error) {
 	if order == nil {
 		return invalid("Choose one of your orders.")
 	}
-	amount, err := parseAmount(f.Amount, views.MinorDigits(order.Currency))
+	amount, err := parseAmount(f.Amount, store.MinorDigits(order.Currency))
 	if err != nil {
 		return store.StartRequest{}, err
 	}

@@ -78,7 +78,7 @@ func (a *app) startRun(t *testing.T, email string, amount int64) *store.Run {
 func (a *app) count(t *testing.T, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := a.store.DB().QueryRow(query, args...).Scan(&n); err != nil {
+	if err := a.db.QueryRow(query, args...).Scan(&n); err != nil {
 		t.Fatal(err)
 	}
 	return n

@@ -1,12 +1,12 @@
 package handlers
 
 import (
-	"bytes"
+	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"net/http"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -24,17 +24,46 @@ import (
 //  2. subscribe to wake-ups BEFORE the first read, so nothing that commits
 //     during the replay is missed;
 //  3. replay seq > cursor from the store in pages, then after every wake-up
-//     read again from the last seq sent: what is sent always comes from the
-//     store, in order, once per connection;
+//     read again from the last seq sent (store.Follow): what is sent always
+//     comes from the store, in order, once per connection;
 //  4. a cursor that is expired, invalid or from the future gets event: reset
 //     with a fresh snapshot, and the stream goes on after its covering seq;
 //  5. a finished run, once everything is sent, and a denied viewer get the
 //     named event "close", which htmx-ext-sse's sse-close stops on.
 //
 // A reader goroutine does the store reads and access re-checks and fills
-// the subscriber's bounded outbox; the handler's goroutine writes.
+// the subscriber's bounded outbox (outbox.go); the handler's goroutine
+// writes (sse.go) what the format (stream_format.go) renders.
 
-// closeReason says why a stream ends for good.
+// StreamConfig tunes the live streams. Zero values take the defaults.
+type StreamConfig struct {
+	Heartbeat time.Duration // a comment when nothing was sent for this long; default 15s
+	Recheck   time.Duration // access is re-checked at least this often; default 30s
+	Poll      time.Duration // store reads without a Listener; default 1s
+	Retry     time.Duration // the SSE retry hint for browsers; default 2s
+	PageSize  int           // events per store read; default 500
+	// Buffer and BufferBytes bound what one subscriber may have queued
+	// (events, payload bytes). A full buffer coalesces narration; one that
+	// stays full for SlowAfter closes the connection, and the client
+	// replays from the store when it reconnects.
+	Buffer      int           // default 512
+	BufferBytes int           // default 1 MiB
+	SlowAfter   time.Duration // also the deadline of each write; default 10s
+}
+
+func (c *StreamConfig) fill() {
+	c.Heartbeat = cmp.Or(c.Heartbeat, 15*time.Second)
+	c.Recheck = cmp.Or(c.Recheck, 30*time.Second)
+	c.Poll = cmp.Or(c.Poll, time.Second)
+	c.Retry = cmp.Or(c.Retry, 2*time.Second)
+	c.PageSize = cmp.Or(c.PageSize, 500)
+	c.Buffer = cmp.Or(c.Buffer, 512)
+	c.BufferBytes = cmp.Or(c.BufferBytes, 1<<20)
+	c.SlowAfter = cmp.Or(c.SlowAfter, 10*time.Second)
+}
+
+// closeReason says why a stream ends for good. It is also the error the
+// reader's wait stops following the log with.
 type closeReason int
 
 const (
@@ -53,6 +82,8 @@ func (r closeReason) String() string {
 	return "finished"
 }
 
+func (r closeReason) Error() string { return "handlers: stream closes: " + r.String() }
+
 // message is what a person reads when the stream ends.
 func (r closeReason) message() string {
 	switch r {
@@ -62,19 +93,6 @@ func (r closeReason) message() string {
 		return "Your session has ended. Log in again to follow this run."
 	}
 	return "The run has finished."
-}
-
-// streamFormat renders what a stream sends.
-type streamFormat interface {
-	// event renders one event for a viewer with the view v (already moved
-	// past ev); nil data sends nothing.
-	event(ctx context.Context, v *views.RunView, ev store.Event) (name string, data []byte, err error)
-	reset(ctx context.Context, v *views.RunView, snap *store.Snapshot, access Access, banner bool) ([]byte, error)
-	closing(ctx context.Context, r closeReason) ([]byte, error)
-	// answersDenialInStream: a browser's stream must end a denial with the
-	// close event (any error status makes the SSE extension retry forever);
-	// a program gets the plain 404.
-	answersDenialInStream() bool
 }
 
 // streamRunPage is GET /runs/{id}/events: HTML fragments for the run page.
@@ -101,39 +119,27 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 		return err
 	}
 	u := currentUser(c)
-	cursor, cursorOK := streamCursor(c.Request())
-
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
-	stopOnShutdown := context.AfterFunc(h.streams.ctx, func() { cancel(context.Cause(h.streams.ctx)) })
-	defer stopOnShutdown()
+	defer h.streams.endOnShutdown(cancel)()
 
 	// Subscribe before the first read: whatever commits from here on
 	// either is in that read or wakes us for the next one.
 	runWake, userWake, unsubscribe := h.subscribe(run.ID.String(), u.ID)
 	defer unsubscribe()
-	// A stream that resumes from a cursor takes the events from the log;
-	// only one that must start over (reset) needs the whole snapshot.
-	snapshot := h.store.SnapshotHead
-	if !cursorOK {
-		snapshot = h.store.Snapshot
-	}
-	snap, err := snapshot(ctx, run.ID)
+	start, err := h.findStart(ctx, c.Request(), run, access)
 	if err != nil {
 		return err
 	}
-
-	w, err := openStream(c, h.streams.cfg)
+	w, err := openStream(c, &h.cfg.Stream)
 	if err != nil {
 		return err
 	}
-	s := &stream{h: h, c: c, f: f, cfg: h.streams.cfg, runID: run.ID, out: newOutbox(h.streams.cfg), w: w}
-	viewer := viewerOf(u, run, access)
-	s.viewer = viewer
-
+	s := &stream{h: h, c: c, f: f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(u, run, access),
+		out: newOutbox(&h.cfg.Stream), w: w}
 	var wg sync.WaitGroup
 	wg.Go(func() {
-		if err := s.read(ctx, cursor, cursorOK, access, snap, runWake, userWake); err != nil {
+		if err := s.read(ctx, start, runWake, userWake); err != nil {
 			cancel(err)
 			if errors.Is(err, errSlowReader) {
 				// Unblock a write stuck on a client that does not read.
@@ -141,28 +147,32 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 			}
 		}
 	})
-	v := views.NewRunView(snap, access == AccessFull, viewer)
+	v := views.NewRunView(start.snap, access == AccessFull, s.viewer)
 	// The stream sends history piece by piece; it never holds it.
 	v.Narration, v.Timeline = nil, nil
 	err = s.write(ctx, v)
 	cancel(err)
 	wg.Wait()
+	h.logStreamEnd(c, run.ID, err)
+	return nil
+}
+
+// logStreamEnd notes why a stream ended, when it is worth a line.
+func (h *Handler) logStreamEnd(c echo.Context, runID uuid.UUID, err error) {
 	switch {
 	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
-		return nil
 	case errors.Is(err, errSlowReader):
-		h.log.Info("stream closed: subscriber too slow", "run", run.ID)
-		return nil
+		h.log.Info("stream closed: subscriber too slow", "run", runID)
+	default:
+		// Mostly clients gone mid-write; they reconnect and replay.
+		h.log.Info("stream ended", "run", runID, "err", err)
 	}
-	// Mostly clients gone mid-write; they reconnect and replay.
-	h.log.Info("stream ended", "run", run.ID, "err", err)
-	return nil
 }
 
 // refuseStream answers a stream the viewer may not have with the close
 // event, so the browser stops asking.
 func (h *Handler) refuseStream(c echo.Context, f streamFormat, reason closeReason) error {
-	w, err := openStream(c, h.streams.cfg)
+	w, err := openStream(c, &h.cfg.Stream)
 	if err != nil {
 		return err
 	}
@@ -172,6 +182,58 @@ func (h *Handler) refuseStream(c echo.Context, f streamFormat, reason closeReaso
 	}
 	w.message("close", -1, data)
 	return w.flush()
+}
+
+// startPoint is where a stream starts: a snapshot and, when the cursor
+// can resume, that cursor.
+type startPoint struct {
+	snap    *store.Snapshot
+	cursor  int64
+	resumes bool // false: the stream starts with a reset to snap
+	access  Access
+}
+
+// findStart judges the cursor against the run loadRun just read, so a
+// cursor that cannot resume (malformed, expired, from the future) costs
+// one full snapshot read and nothing else. Only one that resumes reads the
+// snapshot's head (the state, without the log) and then replays after it;
+// if pruning overtakes it meanwhile, the reader falls back to a snapshot.
+func (h *Handler) findStart(ctx context.Context, r *http.Request, run *store.Run, access Access) (startPoint, error) {
+	b := startPoint{access: access}
+	cursor, err := store.ParseCursor(cursorParam(r))
+	if err == nil {
+		err = run.CheckCursor(cursor)
+	}
+	if err != nil {
+		b.snap, err = h.store.Snapshot(ctx, run.ID)
+		return b, err
+	}
+	b.cursor, b.resumes = cursor, true
+	b.snap, err = h.store.SnapshotHead(ctx, run.ID)
+	return b, err
+}
+
+// cursorParam is the cursor a stream request carries. Last-Event-ID wins
+// over ?after=: a browser's own reconnect goes to the original URL, whose
+// after= is stale by then.
+func cursorParam(r *http.Request) string {
+	if id := strings.TrimSpace(r.Header.Get("Last-Event-ID")); id != "" {
+		return id
+	}
+	return r.URL.Query().Get("after")
+}
+
+// subscribe wakes the stream when the run's log grows (run) or the user's
+// grants change (user). Without a listener the channels never fire and the
+// stream polls.
+func (h *Handler) subscribe(runID string, userID int64) (run, user <-chan struct{}, unsubscribe func()) {
+	l := h.cfg.Listener
+	if l == nil {
+		return nil, nil, func() {}
+	}
+	run, unRun := l.Subscribe(store.RunTopic(runID))
+	user, unUser := l.Subscribe(store.UserTopic(strconv.FormatInt(userID, 10)))
+	return run, user, func() { unRun(); unUser() }
 }
 
 type stream struct {
@@ -185,103 +247,135 @@ type stream struct {
 	w      *sseWriter
 }
 
-// read is the reader goroutine: it replays from the store, goes live on
-// wake-ups and re-checks access, queueing what the writer sends. It returns
-// nil once it has queued the close event.
-func (s *stream) read(ctx context.Context, cursor int64, cursorOK bool, access Access, snap *store.Snapshot,
-	runWake, userWake <-chan struct{}) error {
+// reader is the stream's reader goroutine: it follows the run's log from
+// the store, re-checks access, and queues what the writer sends.
+type reader struct {
+	*stream
+	log      *store.Follower
+	access   Access
+	finished bool // the log is complete as of the last read
+
+	runWake, userWake <-chan struct{}
+	poll, recheck     <-chan time.Time
+}
+
+// read runs the reader until it has queued the close event (nil) or the
+// stream must end (the cause).
+func (s *stream) read(ctx context.Context, b startPoint, runWake, userWake <-chan struct{}) error {
 	recheck := time.NewTicker(s.cfg.Recheck)
 	defer recheck.Stop()
-	var poll <-chan time.Time
+	r := &reader{stream: s, access: b.access, finished: store.Terminal(b.snap.Run.State),
+		runWake: runWake, userWake: userWake, recheck: recheck.C}
 	if s.h.cfg.Listener == nil {
-		t := time.NewTicker(s.cfg.Poll)
-		defer t.Stop()
-		poll = t.C
+		poll := time.NewTicker(s.cfg.Poll)
+		defer poll.Stop()
+		r.poll = poll.C
 	}
-	// finished: the log is complete as of the last read.
-	finished := store.Terminal(snap.Run.State)
-	reset := func(snap *store.Snapshot, banner bool) error {
-		cursor = snap.CoveringSeq
-		finished = store.Terminal(snap.Run.State)
-		return s.out.push(ctx, item{kind: itemReset, snap: snap, access: access, banner: banner})
-	}
-	fresh := func(banner bool) error {
-		snap, err := s.h.store.Snapshot(ctx, s.runID)
-		if err != nil {
-			return err
-		}
-		return reset(snap, banner)
-	}
-	closeWith := func(r closeReason) error { return s.out.push(ctx, item{kind: itemClose, reason: r}) }
-
-	if !cursorOK {
-		if err := reset(snap, true); err != nil {
+	r.log = &store.Follower{RunID: s.runID, Cursor: b.cursor, PageSize: s.cfg.PageSize, Deliver: r.deliver, Wait: r.wait}
+	if !b.resumes {
+		if err := r.reset(ctx, b.snap, true); err != nil {
 			return err
 		}
 	}
 	for {
-		evs, err := s.h.store.EventsAfter(ctx, s.runID, cursor, s.cfg.PageSize)
+		err := s.h.store.Follow(ctx, r.log)
+		var reason closeReason
 		switch code := store.ErrorCode(err); {
 		case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
-			if err := fresh(true); err != nil {
+			// Pruned since the stream started: start over from a snapshot.
+			if err := r.fresh(ctx, true); err != nil {
 				return err
 			}
 			continue
 		case errors.Is(err, store.ErrNotFound):
-			return closeWith(closeDenied)
-		case err != nil:
+			reason = closeDenied
+		case errors.As(err, &reason):
+		default:
 			return err
 		}
-		for _, ev := range evs {
-			cursor = ev.Seq
-			switch ev.Type {
-			case store.EventRunCompleted, store.EventRunFailed, store.EventRunCanceled:
-				finished = true
-			}
-			if access != AccessFull && ev.Type == store.EventNarrationDelta {
-				continue
-			}
-			if err := s.out.push(ctx, item{kind: itemEvent, ev: ev}); err != nil {
-				return err
-			}
+		return s.out.push(ctx, item{kind: itemClose, reason: reason})
+	}
+}
+
+// deliver queues a page of the log, leaving out what the viewer may not see.
+func (r *reader) deliver(ctx context.Context, evs []store.Event) error {
+	for _, ev := range evs {
+		switch ev.Type {
+		case store.EventRunCompleted, store.EventRunFailed, store.EventRunCanceled:
+			r.finished = true
 		}
-		if len(evs) == s.cfg.PageSize {
-			continue // more to replay
-		}
-		if finished {
-			return closeWith(closeFinished)
-		}
-		recheckNow := false
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-runWake:
-		case <-poll:
-		case <-userWake:
-			recheckNow = true
-		case <-recheck.C:
-			recheckNow = true
-		}
-		if !recheckNow {
+		if r.access != AccessFull && ev.Type == store.EventNarrationDelta {
 			continue
 		}
-		now, signedOut, err := s.h.recheckAccess(s.c)
-		switch {
-		case err != nil:
+		if err := r.out.push(ctx, item{kind: itemEvent, ev: ev}); err != nil {
 			return err
-		case signedOut:
-			return closeWith(closeSignedOut)
-		case now == AccessNone:
-			return closeWith(closeDenied)
-		case now != access:
-			// Less (or more) may be shown now: replace the page's body
-			// with a snapshot of what is allowed, and go on after it.
-			access = now
-			if err := fresh(false); err != nil {
-				return err
-			}
 		}
 	}
+	return nil
+}
+
+// wait returns once the log may have grown or access may have changed. A
+// finished run, once everything is sent, and a viewer who lost the run end
+// the follow with their closeReason.
+func (r *reader) wait(ctx context.Context) error {
+	if r.finished {
+		return closeFinished
+	}
+	select {
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	case <-r.runWake:
+	case <-r.poll:
+	case <-r.userWake:
+		return r.recheckAccess(ctx)
+	case <-r.recheck:
+		return r.recheckAccess(ctx)
+	}
+	// The listener wakes in commit order, so a grant change that committed
+	// before what woke us is already signalled: honour it before reading
+	// events it may hide (select alone would pick either at random).
+	select {
+	case <-r.userWake:
+		return r.recheckAccess(ctx)
+	default:
+		return nil
+	}
+}
+
+// recheckAccess decides the viewer's access again: the stream ends, goes
+// on, or starts over from a snapshot of what may now be shown.
+func (r *reader) recheckAccess(ctx context.Context) error {
+	now, signedOut, err := r.h.recheckAccess(r.c)
+	switch {
+	case err != nil:
+		return err
+	case signedOut:
+		return closeSignedOut
+	case now == AccessNone:
+		return closeDenied
+	case now != r.access:
+		// Less (or more) may be shown now: replace the page's body with a
+		// snapshot of what is allowed, and go on after it.
+		r.access = now
+		return r.fresh(ctx, false)
+	}
+	return nil
+}
+
+// reset queues snap in place of everything sent so far, and moves the
+// cursor to what it covers.
+func (r *reader) reset(ctx context.Context, snap *store.Snapshot, banner bool) error {
+	r.log.Cursor = snap.CoveringSeq
+	r.finished = store.Terminal(snap.Run.State)
+	return r.out.push(ctx, item{kind: itemReset, snap: snap, access: r.access, banner: banner})
+}
+
+func (r *reader) fresh(ctx context.Context, banner bool) error {
+	snap, err := r.h.store.Snapshot(ctx, r.runID)
+	if err != nil {
+		return err
+	}
+	return r.reset(ctx, snap, banner)
 }
 
 // recheckAccess reloads the user through the credential the stream came
@@ -372,158 +466,4 @@ func (s *stream) viewerFor(a Access) views.Viewer {
 		return views.Viewer{}
 	}
 	return s.viewer
-}
-
-// mergeNarration joins two narration deltas into one, numbered as the
-// later one, so a subscriber that fell behind gets fewer, larger messages.
-func mergeNarration(a, b item) item {
-	var pa, pb struct {
-		Text          string `json:"text"`
-		CoalescedFrom int64  `json:"coalesced_from,omitempty"`
-	}
-	_ = json.Unmarshal(a.ev.Payload, &pa)
-	_ = json.Unmarshal(b.ev.Payload, &pb)
-	from := pa.CoalescedFrom
-	if from == 0 {
-		from = a.ev.Seq
-	}
-	pb.Text = pa.Text + pb.Text
-	pb.CoalescedFrom = from
-	payload, _ := json.Marshal(pb)
-	out := b
-	out.ev.Payload = payload
-	return out
-}
-
-// sseWriter frames Server-Sent Events into a buffer and writes it out with
-// a deadline, flushing through the ResponseController (which reports
-// errors, unlike echo's Flush).
-type sseWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	buf     bytes.Buffer
-}
-
-// openStream sends the stream's headers and the retry hint at once, so the
-// browser's EventSource opens.
-func openStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
-	res := c.Response()
-	hdr := res.Header()
-	hdr.Set(echo.HeaderContentType, "text/event-stream; charset=utf-8")
-	hdr.Set("Cache-Control", "no-cache")
-	hdr.Set("X-Accel-Buffering", "no")
-	w := &sseWriter{w: res, rc: http.NewResponseController(res.Writer), timeout: cfg.SlowAfter}
-	// The server may have a WriteTimeout; a stream lives longer.
-	if err := w.rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return nil, err
-	}
-	res.WriteHeader(http.StatusOK)
-	w.buf.WriteString("retry: " + strconv.FormatInt(cfg.Retry.Milliseconds(), 10) + "\n\n")
-	return w, w.flush()
-}
-
-// message frames one event: every line of data gets its own data: field.
-// id < 0 sends no id (the browser keeps its last one).
-func (w *sseWriter) message(event string, id int64, data []byte) {
-	if event != "" {
-		w.buf.WriteString("event: " + event + "\n")
-	}
-	if id >= 0 {
-		w.buf.WriteString("id: " + strconv.FormatInt(id, 10) + "\n")
-	}
-	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
-	data = bytes.ReplaceAll(data, []byte("\r"), []byte("\n"))
-	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		w.buf.WriteString("data: ")
-		w.buf.Write(line)
-		w.buf.WriteByte('\n')
-	}
-	w.buf.WriteByte('\n')
-}
-
-func (w *sseWriter) comment(text string) { w.buf.WriteString(": " + text + "\n\n") }
-
-func (w *sseWriter) flush() error {
-	if w.buf.Len() == 0 {
-		return nil
-	}
-	if err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
-		return err
-	}
-	_, err := w.w.Write(w.buf.Bytes())
-	w.buf.Reset()
-	if err != nil {
-		return err
-	}
-	if err := w.rc.Flush(); err != nil {
-		return err
-	}
-	return w.rc.SetWriteDeadline(time.Time{})
-}
-
-// abort makes a write blocked on a client that does not read fail now.
-func (w *sseWriter) abort() { _ = w.rc.SetWriteDeadline(time.Now()) }
-
-// htmlStream sends the run page's own components as out-of-band swaps.
-type htmlStream struct{}
-
-var (
-	_ streamFormat = htmlStream{}
-	_ streamFormat = jsonStream{}
-)
-
-func (htmlStream) answersDenialInStream() bool { return true }
-
-func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
-	if ev.Type == store.EventNarrationDelta && !v.Full {
-		return "", nil, nil
-	}
-	var buf bytes.Buffer
-	if err := views.StreamEvent(v, ev).Render(ctx, &buf); err != nil {
-		return "", nil, err
-	}
-	return "", buf.Bytes(), nil
-}
-
-func (htmlStream) reset(ctx context.Context, v *views.RunView, _ *store.Snapshot, _ Access, banner bool) ([]byte, error) {
-	var buf bytes.Buffer
-	err := views.StreamReset(v, banner).Render(ctx, &buf)
-	return buf.Bytes(), err
-}
-
-func (htmlStream) closing(ctx context.Context, r closeReason) ([]byte, error) {
-	var buf bytes.Buffer
-	err := views.StreamClose(r.message(), r != closeFinished).Render(ctx, &buf)
-	return buf.Bytes(), err
-}
-
-// jsonStream sends the event JSON of DESIGN.md; a status-only viewer gets
-// event: status with the run's state and final message instead.
-type jsonStream struct{}
-
-func (jsonStream) answersDenialInStream() bool { return false }
-
-func (jsonStream) event(_ context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
-	if v.Full {
-		b, err := json.Marshal(ev)
-		return "", b, err
-	}
-	if ev.Type == store.EventNarrationDelta {
-		return "", nil, nil
-	}
-	var final *string
-	if v.FinalMessage != "" {
-		final = &v.FinalMessage
-	}
-	b, err := json.Marshal(apiStatusSnapshot{Access: "status", Run: apiStatusOfRun{ID: v.Run.ID, State: v.State}, FinalMessage: final})
-	return "status", b, err
-}
-
-func (jsonStream) reset(_ context.Context, _ *views.RunView, snap *store.Snapshot, access Access, _ bool) ([]byte, error) {
-	return json.Marshal(newAPISnapshot(snap, access))
-}
-
-func (jsonStream) closing(_ context.Context, r closeReason) ([]byte, error) {
-	return json.Marshal(map[string]string{"reason": r.String(), "message": r.message()})
 }

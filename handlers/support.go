@@ -12,11 +12,6 @@ import (
 	"github.com/refundd/refundd/views"
 )
 
-// runStates are the states support can filter by, in the order a run
-// passes through them.
-var runStates = []string{store.StateCreated, store.StatePlanning, store.StateAwaitingApproval,
-	store.StateSubmitting, store.StateReconciling, store.StateCompleted, store.StateFailed, store.StateCanceled}
-
 const supportSearchLimit = 100
 
 // showSupportRuns is support's read-only search over every run: by run ID,
@@ -34,7 +29,7 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 		f.OwnerEmail = q.Query
 	}
 	status := http.StatusOK
-	if q.State != "" && !slices.Contains(runStates, q.State) {
+	if q.State != "" && !slices.Contains(store.States, q.State) {
 		q.Error = "There is no run state called " + q.State + "."
 		q.State = ""
 		status = http.StatusUnprocessableEntity
@@ -44,5 +39,5 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return render(c, status, views.SupportRunsPage(u, q, runStates, runs))
+	return render(c, status, views.SupportRunsPage(u, q, store.States, runs))
 }

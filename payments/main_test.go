@@ -4,7 +4,6 @@ import (
 	"encoding/json"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os"
 	"strings"
 	"testing"
@@ -13,6 +12,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq"
 
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -37,18 +37,8 @@ func mustStartProvider(tb testing.TB, faults payments.Faults, timeout time.Durat
 	}
 	db.SetMaxOpenConns(8)
 	tb.Cleanup(func() { db.Close() })
-	sim, err := payments.NewSim(db, faults)
-	if err != nil {
-		tb.Fatalf("NewSim: %v", err)
-	}
-	ts := httptest.NewServer(sim.Handler())
-	tb.Cleanup(ts.Close)
-	// Cleanups run last-in first-out: end held answers before ts.Close
-	// waits for them.
-	tb.Cleanup(sim.Close)
-	c := payments.NewClient(ts.URL, timeout)
-	tb.Cleanup(c.Close)
-	return &provider{sim: sim, url: ts.URL, db: db, client: c}
+	p := testkit.StartProvider(tb, db, faults, timeout)
+	return &provider{sim: p.Sim, url: p.URL, db: db, client: p.Client}
 }
 
 // ledgerRows counts the provider's committed refunds straight from its table.
@@ -120,20 +110,6 @@ func errorCode(tb testing.TB, body []byte) string {
 		tb.Errorf("error body %q has no message", body)
 	}
 	return e.Error.Code
-}
-
-// waitFor polls cond until it holds or the deadline passes.
-func waitFor(tb testing.TB, what string, cond func() bool) {
-	tb.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	tick := time.NewTicker(5 * time.Millisecond)
-	defer tick.Stop()
-	for !cond() {
-		if time.Now().After(deadline) {
-			tb.Fatalf("timed out waiting for %s", what)
-		}
-		<-tick.C
-	}
 }
 
 func refundReq(key string) payments.RefundRequest {

@@ -18,6 +18,7 @@ import (
 	"unicode"
 
 	"github.com/jmoiron/sqlx"
+	_ "github.com/lib/pq" // OpenSim's driver
 )
 
 // Error codes the simulated provider answers with, in
@@ -56,7 +57,8 @@ var currencyRE = regexp.MustCompile(`^[A-Z]{3}$`)
 // so in-flight detection works across connections and processes, and a
 // provider that dies mid-request leaves nothing behind.
 type Sim struct {
-	db *sqlx.DB
+	db     *sqlx.DB
+	ownsDB bool // opened by OpenSim, so CloseDB closes it
 
 	mu      sync.Mutex
 	faults  Faults
@@ -81,6 +83,47 @@ func NewSim(db *sqlx.DB, faults Faults) (*Sim, error) {
 		release: make(chan struct{}),
 		done:    make(chan struct{}),
 	}, nil
+}
+
+// OpenSim returns a simulated provider with the given faults over a small
+// pool of its own on the database at url (migrated, so that
+// provider_refunds exists). The provider stands for a separate system: in
+// dev it keeps its ledger in refundd's database, but it shares no
+// connections with refundd's store. CloseDB closes the pool.
+func OpenSim(ctx context.Context, url string, faults Faults) (*Sim, error) {
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		return nil, fmt.Errorf("payments: open ledger: %w", err)
+	}
+	// A refund holds its connection for its injected latency, so a few
+	// connections serve a few refunds in flight at once.
+	db.SetMaxOpenConns(8)
+	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	if err := db.PingContext(pingCtx); err != nil {
+		db.Close()
+		return nil, fmt.Errorf("payments: connect to ledger: %w", err)
+	}
+	s, err := NewSim(db, faults)
+	if err != nil {
+		db.Close()
+		return nil, err
+	}
+	s.ownsDB = true
+	return s, nil
+}
+
+// CloseDB closes the pool OpenSim opened (a Sim from NewSim uses its
+// caller's pool and leaves it open). Call it once the server serving the
+// Sim has stopped: Close runs while answers are still being written.
+func (s *Sim) CloseDB() error {
+	if !s.ownsDB {
+		return nil
+	}
+	if err := s.db.Close(); err != nil {
+		return fmt.Errorf("payments: close ledger: %w", err)
+	}
+	return nil
 }
 
 // Handler returns the provider's HTTP API:
@@ -252,6 +295,16 @@ func (s *Sim) createRefund(w http.ResponseWriter, r *http.Request) {
 		}
 		return
 	}
+	rc, f, release, ok := s.commitRefund(w, r, tx, req)
+	if !ok {
+		return
+	}
+	s.answerCommitted(w, r, rc, f, release)
+}
+
+// commitRefund inserts the refund (succeeded, or declined when the fault
+// says so) and commits it. ok is false when it answered an error itself.
+func (s *Sim) commitRefund(w http.ResponseWriter, r *http.Request, tx *sqlx.Tx, req RefundRequest) (rc Receipt, f Faults, release chan struct{}, ok bool) {
 	status, reason := StatusSucceeded, ""
 	if s.takeDecline() {
 		status, reason = StatusFailed, "declined by the card issuer"
@@ -259,26 +312,31 @@ func (s *Sim) createRefund(w http.ResponseWriter, r *http.Request) {
 	// Take the release channel before the commit becomes visible, so a
 	// Release by someone who saw the commit always reaches this answer.
 	s.mu.Lock()
-	f, release := s.faults, s.release
+	f, release = s.faults, s.release
 	s.mu.Unlock()
-	var rc Receipt
-	err = tx.GetContext(ctx, &rc, `
+	err := tx.GetContext(r.Context(), &rc, `
 		INSERT INTO provider_refunds (key, ref, status, order_ref, amount, currency, failure_reason)
 		VALUES ($1, $2, $3, $4, $5, $6, $7)
 		RETURNING `+receiptColumns,
 		req.Key, "re_"+strings.ToLower(rand.Text()), status, req.OrderRef, req.Amount, req.Currency, reason)
 	if err != nil {
 		s.internal(w, r, "insert refund", err)
-		return
+		return rc, f, nil, false
 	}
 	if err := tx.Commit(); err != nil {
 		// The commit may or may not have happened; a 500 tells the client
 		// exactly that.
 		s.internal(w, r, "commit refund", err)
-		return
+		return rc, f, nil, false
 	}
 	rc.CreatedAt = rc.CreatedAt.UTC()
+	return rc, f, release, true
+}
 
+// answerCommitted answers a committed refund, unless a fault drops or holds
+// the answer.
+func (s *Sim) answerCommitted(w http.ResponseWriter, r *http.Request, rc Receipt, f Faults, release chan struct{}) {
+	ctx := r.Context()
 	switch {
 	case f.CommitThenDrop:
 		if f.DropAfter > 0 {

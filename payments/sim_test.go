@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 )
 
@@ -97,7 +98,7 @@ func TestRefund_SameKeyInFlight(t *testing.T) {
 		_, err := p.client.Refund(ctx, refundReq("op-1"))
 		firstErr <- err
 	}()
-	waitFor(t, "the first refund to be in flight", func() bool {
+	testkit.WaitUntil(t, "the first refund to be in flight", 10*time.Second, func() bool {
 		_, err := p.client.Lookup(t.Context(), "op-1")
 		return errors.Is(err, payments.ErrInFlight)
 	})
@@ -115,7 +116,7 @@ func TestRefund_SameKeyInFlight(t *testing.T) {
 		t.Errorf("abandoned Refund error = %v, want an uncertain error", err)
 	}
 	// The abandoned request rolls back: the key becomes free, never committed.
-	waitFor(t, "the abandoned refund to roll back", func() bool {
+	testkit.WaitUntil(t, "the abandoned refund to roll back", 10*time.Second, func() bool {
 		_, err := p.client.Lookup(t.Context(), "op-1")
 		return errors.Is(err, payments.ErrNotFound)
 	})
@@ -312,7 +313,7 @@ func TestRefund_HoldAfterCommit(t *testing.T) {
 	}()
 
 	var committed payments.Receipt
-	waitFor(t, "the held refund to commit", func() bool {
+	testkit.WaitUntil(t, "the held refund to commit", 10*time.Second, func() bool {
 		rc, err := p.client.Lookup(t.Context(), "op-1")
 		committed = rc
 		return err == nil
@@ -508,7 +509,7 @@ func TestServer_StopEndsHeldAnswers(t *testing.T) {
 		_, err := c.Refund(t.Context(), refundReq("op-1"))
 		done <- err
 	}()
-	waitFor(t, "the held refund to commit", func() bool {
+	testkit.WaitUntil(t, "the held refund to commit", 10*time.Second, func() bool {
 		select {
 		case err := <-done:
 			t.Fatalf("Refund returned while held: %v", err)

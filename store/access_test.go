@@ -65,7 +65,7 @@ func TestAuthenticate_ThrottledPerAddress(t *testing.T) {
 		t.Errorf("same account from another address: %v, want a login", err)
 	}
 	var stored int
-	if err := s.DB().Get(&stored, `SELECT count(*) FROM login_attempts WHERE encode(key, 'escape') LIKE '%example.com%'`); err != nil {
+	if err := storetest.DB(t, s).Get(&stored, `SELECT count(*) FROM login_attempts WHERE encode(key, 'escape') LIKE '%example.com%'`); err != nil {
 		t.Fatal(err)
 	}
 	if stored != 0 {
@@ -125,7 +125,7 @@ type auditRow struct {
 func auditRows(t *testing.T, s *store.Store) []auditRow {
 	t.Helper()
 	var rows []auditRow
-	if err := s.DB().Select(&rows, `SELECT actor_id, actor_ip, action, subject, details::text AS details FROM audit_log ORDER BY id`); err != nil {
+	if err := storetest.DB(t, s).Select(&rows, `SELECT actor_id, actor_ip, action, subject, details::text AS details FROM audit_log ORDER BY id`); err != nil {
 		t.Fatal(err)
 	}
 	return rows
@@ -205,7 +205,13 @@ func TestAudit_RecordsWhoWhatAndWhere(t *testing.T) {
 			t.Errorf("a password reached the audit log: %+v", r)
 		}
 	}
+	wantAuditLogReads(t, s)
+}
 
+// wantAuditLogReads checks how TestAudit_RecordsWhoWhatAndWhere's rows read
+// back: by action, and newest first.
+func wantAuditLogReads(t *testing.T, s *store.Store) {
+	t.Helper()
 	entries, err := s.AuditLog(context.Background(), store.AuditLogin, 10)
 	if err != nil {
 		t.Fatal(err)
@@ -234,13 +240,13 @@ func show(rows []auditRow) string {
 	return b.String()
 }
 
-func TestAudit_RolledBackChangeLeavesNoRow(t *testing.T) {
+func TestAudit_RefusedChangeLeavesNoRow(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	run := f.start(t, "x", 100)
-	// Not waiting for approval: Approve fails, and so must its audit row.
-	if _, err := f.s.Approve(context.Background(), run.ID, f.approver.ID); !errors.Is(err, store.ErrConflict) {
-		t.Fatalf("err = %v, want ErrConflict", err)
+	// Not waiting for approval: Approve is refused, and so must its audit row.
+	if d, err := f.s.Approve(context.Background(), run.ID, f.approver.ID); err != nil || !errors.Is(d.Why, store.ErrConflict) {
+		t.Fatalf("approve = %+v, %v; want refused with a conflict", d, err)
 	}
 	if got := count(t, f.s, `SELECT count(*) FROM audit_log WHERE action = $1`, store.AuditRunApproved); got != 0 {
 		t.Errorf("audit rows for a refused approval = %d, want 0", got)

@@ -33,7 +33,11 @@ func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal m
 		if err != nil {
 			return "", nil, fmt.Errorf("store: request approval: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		n, err := res.RowsAffected()
+		if err != nil {
+			return "", nil, fmt.Errorf("store: request approval: %w", err)
+		}
+		if n == 0 {
 			return "", nil, ErrAlreadyDone
 		}
 		return StateAwaitingApproval, []NewEvent{
@@ -44,27 +48,56 @@ func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal m
 	return run, err
 }
 
+// DecisionOutcome is what an approve or a cancel did. It is decided under
+// the run's row lock, in the transaction that records the decision, so it
+// is true of the run the decision returns.
+type DecisionOutcome int
+
+const (
+	// DecisionAccepted: the decision is recorded.
+	DecisionAccepted DecisionOutcome = iota + 1
+	// DecisionAlreadyMade: the same decision was recorded before (already
+	// approved, already canceling); nothing changed.
+	DecisionAlreadyMade
+	// DecisionTooLate: the cancel is recorded (now or before), but the
+	// refund may already have reached the payment provider (CancelTooLate):
+	// the executor confirms the result before it ends the run.
+	DecisionTooLate
+	// DecisionRunFinished: the run had already finished; nothing changed.
+	DecisionRunFinished
+	// DecisionNotAllowed: the decision is refused for the reason in Why;
+	// nothing changed.
+	DecisionNotAllowed
+)
+
+// Decision is the outcome of an approve or a cancel, with the run as the
+// decision left it.
+type Decision struct {
+	Outcome DecisionOutcome
+	Run     *Run
+	// Why, for DecisionNotAllowed, is the refusal as an *Error: CodeForbidden
+	// for one's own request, CodeConflict when the run's state forbids it.
+	Why error
+}
+
 // Approve records approverID's approval of the run's pending request and
-// moves the run on to submitting. Approving an approved run is
-// ErrAlreadyDone; approving a canceled, finished or undecidable run is
-// ErrConflict; approving one's own request is ErrForbidden.
-func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) (*Run, error) {
+// moves the run on to submitting. Refusals are outcomes, not errors: an
+// error means the decision could not be made at all.
+func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) (Decision, error) {
+	var d Decision
 	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
 		var a Approval
 		err := tx.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1 FOR UPDATE`, r.ID)
 		switch {
 		case errors.Is(err, sql.ErrNoRows):
-			return "", nil, Errorf(CodeConflict, "this run is not waiting for an approval")
+			d = judgeApproval(r, nil, approverID)
 		case err != nil:
 			return "", nil, fmt.Errorf("store: load approval: %w", err)
-		case a.Decision.Valid:
-			return "", nil, ErrAlreadyDone
-		case r.OwnerID == approverID:
-			return "", nil, Errorf(CodeForbidden, "you cannot approve your own refund request")
-		case Terminal(r.State):
-			return "", nil, Errorf(CodeConflict, "the run has already %s", r.State)
-		case r.CancelRequested():
-			return "", nil, Errorf(CodeConflict, "the run is being canceled")
+		default:
+			d = judgeApproval(r, &a, approverID)
+		}
+		if d.Outcome != DecisionAccepted {
+			return "", nil, nil
 		}
 		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET decision = 'approved', decided_by = $2, decided_at = now()
             WHERE id = $1`, a.ID, approverID); err != nil {
@@ -78,33 +111,66 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) 
 		}
 		return StateSubmitting, []NewEvent{{Type: EventApprovalGranted, Payload: map[string]any{"by": approverID}}}, nil
 	})
-	return run, err
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Run = run
+	return d, nil
 }
 
-// ApprovalByRun loads a run's approval request.
-func (s *Store) ApprovalByRun(ctx context.Context, runID uuid.UUID) (*Approval, error) {
-	var a Approval
-	err := s.db.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1`, runID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+// judgeApproval decides approverID's approval of r, whose approval request
+// is a (nil when it never asked for one). The order matters: a repeat is
+// answered as one before anything about the run.
+func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
+	switch {
+	case a == nil && Terminal(r.State):
+		return Decision{Outcome: DecisionRunFinished}
+	case a == nil:
+		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeConflict, "this run is not waiting for an approval")}
+	case a.Decision.Valid:
+		return Decision{Outcome: DecisionAlreadyMade}
+	case r.OwnerID == approverID:
+		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeForbidden, "you cannot approve your own refund request")}
+	case Terminal(r.State):
+		return Decision{Outcome: DecisionRunFinished}
+	case r.CancelRequested():
+		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeConflict, "the run is being canceled")}
 	}
-	if err != nil {
-		return nil, fmt.Errorf("store: load approval: %w", err)
-	}
-	return &a, nil
+	return Decision{Outcome: DecisionAccepted}
 }
+
+// CancelTooLate is the one rule for how late a cancel may come: once an
+// operation exists for the run (ops is its ledger), the refund may have
+// reached the payment provider, so a cancel can no longer promise that no
+// money moves; only the provider's answer can say whether it did.
+func CancelTooLate(ops []Operation) bool { return len(ops) > 0 }
 
 // RequestCancel records that byUserID asked to cancel the run. It is a
 // command, not an outcome: the executor honours it at its next safe
-// boundary. Asking twice is ErrAlreadyDone; asking once the run has finished
-// is ErrConflict.
-func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int64) (*Run, error) {
+// boundary. Asking again is DecisionAlreadyMade; asking once the refund may
+// have reached the provider is recorded all the same, and DecisionTooLate.
+func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int64) (Decision, error) {
+	var d Decision
 	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+		if Terminal(r.State) {
+			d.Outcome = DecisionRunFinished
+			return "", nil, nil
+		}
+		// Under the run's lock no operation can appear until we commit:
+		// the executor creates one through the same lock.
+		ops, err := operationsByRun(ctx, tx, r.ID)
+		if err != nil {
+			return "", nil, err
+		}
+		d.Outcome = DecisionAccepted
 		switch {
-		case Terminal(r.State):
-			return "", nil, Errorf(CodeConflict, "the run has already %s", r.State)
+		case CancelTooLate(ops):
+			d.Outcome = DecisionTooLate
 		case r.CancelRequested():
-			return "", nil, ErrAlreadyDone
+			d.Outcome = DecisionAlreadyMade
+		}
+		if r.CancelRequested() {
+			return "", nil, nil
 		}
 		// Wake the executor now, whatever it was waiting for.
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET cancel_requested_at = now(), next_attempt_at = now()
@@ -117,5 +183,9 @@ func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int
 		}
 		return "", []NewEvent{{Type: EventCancelRequested, Payload: map[string]any{"by": byUserID}}}, nil
 	})
-	return run, err
+	if err != nil {
+		return Decision{}, err
+	}
+	d.Run = run
+	return d, nil
 }

@@ -142,6 +142,14 @@ func (s *Store) Append(ctx context.Context, runID uuid.UUID, evs ...NewEvent) ([
 // MaxPage bounds one read of the log.
 const MaxPage = 1000
 
+// pageLimit is the page EventsAfter reads when asked for limit events.
+func pageLimit(limit int) int {
+	if limit <= 0 || limit > MaxPage {
+		return MaxPage
+	}
+	return limit
+}
+
 const eventsAfterSQL = `
 SELECT r.last_seq, r.replay_floor, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
 FROM runs r
@@ -159,9 +167,7 @@ ORDER BY e.seq`
 // after it may have been pruned); a negative cursor or one above last_seq is
 // ErrCursorInvalid. Either way the caller should fall back to a snapshot.
 func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, limit int) ([]Event, error) {
-	if limit <= 0 || limit > MaxPage {
-		limit = MaxPage
-	}
+	limit = pageLimit(limit)
 	stmt, err := s.prepared(ctx, eventsAfterSQL)
 	if err != nil {
 		return nil, err
@@ -203,14 +209,4 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 		return nil, err
 	}
 	return out, nil
-}
-
-func checkCursor(cursor, lastSeq, floor int64) error {
-	switch {
-	case cursor < 0 || cursor > lastSeq:
-		return Errorf(CodeCursorInvalid, "cursor %d is outside this run's log (0..%d)", cursor, lastSeq)
-	case cursor < floor:
-		return Errorf(CodeCursorExpired, "events after %d are no longer kept (history starts after %d)", cursor, floor)
-	}
-	return nil
 }

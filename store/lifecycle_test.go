@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
 )
 
 // walk takes a run through the whole happy path, with narration between the
@@ -53,30 +54,14 @@ func (f *fixture) walk(t *testing.T, runID uuid.UUID) {
 	}
 }
 
-// stateAfter is the run state that the business events of a log imply.
-func stateAfter(evs []store.Event) string {
-	state := ""
-	for _, e := range evs {
-		switch e.Type {
-		case store.EventRunCreated:
-			state = store.StateCreated
-		case store.EventRunPlanning:
-			state = store.StatePlanning
-		case store.EventApprovalRequested:
-			state = store.StateAwaitingApproval
-		case store.EventApprovalGranted, store.EventOperationSubmitted:
-			state = store.StateSubmitting
-		case store.EventOperationReconciling:
-			state = store.StateReconciling
-		case store.EventRunCompleted:
-			state = store.StateCompleted
-		case store.EventRunFailed:
-			state = store.StateFailed
-		case store.EventRunCanceled:
-			state = store.StateCanceled
-		}
+// replay folds a snapshot's whole log from nothing: what the events alone
+// say about the run.
+func replay(snap *store.Snapshot) store.Progress {
+	p := store.Progress{Run: snap.Run}
+	for _, e := range snap.Events {
+		p.Apply(e)
 	}
-	return state
+	return p
 }
 
 func TestSnapshot_ConsistentWithCoveringSeqUnderAppends(t *testing.T) {
@@ -106,15 +91,20 @@ func TestSnapshot_ConsistentWithCoveringSeqUnderAppends(t *testing.T) {
 					if n := len(snap.Events); n > 0 && snap.Events[n-1].Seq != snap.CoveringSeq {
 						t.Errorf("run %s: last event seq %d, covering seq %d", id, snap.Events[n-1].Seq, snap.CoveringSeq)
 					}
-					if got, want := snap.Run.State, stateAfter(snap.Events); got != want {
+					told := replay(snap)
+					if got, want := snap.Run.State, told.State; got != want {
 						t.Errorf("run %s at seq %d: state %q, events say %q", id, snap.CoveringSeq, got, want)
 					}
-					submitted := false
-					for _, e := range snap.Events {
-						submitted = submitted || e.Type == store.EventOperationSubmitted
+					if len(told.Operations) != len(snap.Operations) {
+						t.Errorf("run %s at seq %d: events tell of %d operations, the ledger has %d", id, snap.CoveringSeq, len(told.Operations), len(snap.Operations))
 					}
-					if submitted != (len(snap.Operations) == 1) {
-						t.Errorf("run %s at seq %d: operation.submitted logged %v, operations %d", id, snap.CoveringSeq, submitted, len(snap.Operations))
+					for i := range min(len(told.Operations), len(snap.Operations)) {
+						if got, want := snap.Operations[i].State, told.Operations[i].State; got != want {
+							t.Errorf("run %s at seq %d: operation %s, events say %s", id, snap.CoveringSeq, got, want)
+						}
+					}
+					if snap.FinalMessage != nil && told.FinalMessage != snap.FinalMessage.Body {
+						t.Errorf("run %s at seq %d: final message %q, events say %q", id, snap.CoveringSeq, snap.FinalMessage.Body, told.FinalMessage)
 					}
 					if (snap.FinalMessage != nil) != (snap.Run.State == store.StateCompleted) {
 						t.Errorf("run %s at seq %d: state %s with final message %v", id, snap.CoveringSeq, snap.Run.State, snap.FinalMessage)
@@ -207,7 +197,7 @@ func TestPrune_CursorExpired(t *testing.T) {
 		t.Fatal(err)
 	}
 	// Age everything up to seq 8 past the replay window.
-	if _, err := f.s.DB().ExecContext(ctx, `UPDATE run_events SET created_at = now() - interval '1 hour'
+	if _, err := storetest.DB(t, f.s).ExecContext(ctx, `UPDATE run_events SET created_at = now() - interval '1 hour'
         WHERE run_id = $1 AND seq <= 8`, run.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -285,72 +275,133 @@ func TestFinishRun_ExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestApprove_TwiceAtOnce: racing approvals of one request record one
+// approval; the others are told it was already made.
+func TestApprove_TwiceAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "a", 100)
+	if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	var ok, dup atomic.Int64
+	for range 8 {
+		wg.Go(func() {
+			d, err := f.s.Approve(ctx, run.ID, f.approver.ID)
+			switch {
+			case err != nil:
+				t.Error(err)
+			case d.Outcome == store.DecisionAccepted:
+				ok.Add(1)
+			case d.Outcome == store.DecisionAlreadyMade:
+				dup.Add(1)
+			default:
+				t.Errorf("outcome %d (%v)", d.Outcome, d.Why)
+			}
+			if err == nil && d.Run.State != store.StateSubmitting {
+				t.Errorf("run after the decision = %s, want submitting", d.Run.State)
+			}
+		})
+	}
+	wg.Wait()
+	if ok.Load() != 1 || dup.Load() != 7 {
+		t.Errorf("approved %d, already %d; want 1 and 7", ok.Load(), dup.Load())
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.granted'`, run.ID); got != 1 {
+		t.Errorf("approval.granted events = %d, want 1", got)
+	}
+	snap, err := f.s.Snapshot(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if a := snap.Approval; a == nil || a.DecidedBy.Int64 != f.approver.ID || !a.DecidedAt.Valid {
+		t.Errorf("approval = %+v; want decided by %d with a time", a, f.approver.ID)
+	}
+}
+
 func TestApprove(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
-	t.Run("twice at once records one approval", func(t *testing.T) {
-		run := f.start(t, "a", 100)
-		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
-			t.Fatal(err)
-		}
-		var wg sync.WaitGroup
-		var ok, dup atomic.Int64
-		for range 8 {
-			wg.Go(func() {
-				_, err := f.s.Approve(ctx, run.ID, f.approver.ID)
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.Is(err, store.ErrAlreadyDone):
-					dup.Add(1)
-				default:
-					t.Error(err)
-				}
-			})
-		}
-		wg.Wait()
-		if ok.Load() != 1 || dup.Load() != 7 {
-			t.Errorf("approved %d, already %d; want 1 and 7", ok.Load(), dup.Load())
-		}
-		if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.granted'`, run.ID); got != 1 {
-			t.Errorf("approval.granted events = %d, want 1", got)
-		}
-		a, err := f.s.ApprovalByRun(ctx, run.ID)
-		if err != nil || a.DecidedBy.Int64 != f.approver.ID || !a.DecidedAt.Valid {
-			t.Errorf("approval = %+v, %v; want decided by %d with a time", a, err, f.approver.ID)
-		}
-	})
 	t.Run("own request is forbidden", func(t *testing.T) {
 		run := f.start(t, "own", 100)
 		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.s.Approve(ctx, run.ID, f.customer.ID); !errors.Is(err, store.ErrForbidden) {
-			t.Errorf("err = %v, want ErrForbidden", err)
-		}
+		wantNotAllowed(t, f, run.ID, f.customer.ID, store.ErrForbidden)
 	})
 	t.Run("canceled run is a conflict", func(t *testing.T) {
 		run := f.start(t, "c", 100)
 		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil {
-			t.Fatal(err)
+		if d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionAccepted || !d.Run.CancelRequested() {
+			t.Fatalf("cancel = %+v, %v; want accepted, the run marked", d, err)
 		}
-		if _, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); !errors.Is(err, store.ErrAlreadyDone) {
-			t.Errorf("second cancel: err = %v, want ErrAlreadyDone", err)
+		if d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionAlreadyMade {
+			t.Errorf("second cancel = %+v, %v; want already made", d, err)
 		}
-		if _, err := f.s.Approve(ctx, run.ID, f.approver.ID); !errors.Is(err, store.ErrConflict) {
-			t.Errorf("approve after cancel: err = %v, want ErrConflict", err)
-		}
+		wantNotAllowed(t, f, run.ID, f.approver.ID, store.ErrConflict)
 	})
 	t.Run("no pending request is a conflict", func(t *testing.T) {
 		run := f.start(t, "none", 100)
-		if _, err := f.s.Approve(ctx, run.ID, f.approver.ID); !errors.Is(err, store.ErrConflict) {
-			t.Errorf("err = %v, want ErrConflict", err)
+		wantNotAllowed(t, f, run.ID, f.approver.ID, store.ErrConflict)
+	})
+	t.Run("finished run", func(t *testing.T) {
+		run := f.start(t, "done", 100)
+		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+			t.Fatal(err)
+		}
+		if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "Policy refused."); err != nil {
+			t.Fatal(err)
+		}
+		if d, err := f.s.Approve(ctx, run.ID, f.approver.ID); err != nil || d.Outcome != store.DecisionRunFinished {
+			t.Errorf("approve = %+v, %v; want run finished", d, err)
+		}
+		if d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionRunFinished {
+			t.Errorf("cancel = %+v, %v; want run finished", d, err)
+		}
+		if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type IN ('approval.granted', 'cancel.requested')`, run.ID); got != 0 {
+			t.Errorf("decision events on a finished run = %d, want none", got)
 		}
 	})
+}
+
+// wantNotAllowed checks that byUserID's approval of the run is refused with
+// a reason of kind want, and recorded nowhere.
+func wantNotAllowed(t *testing.T, f *fixture, runID uuid.UUID, byUserID int64, want error) {
+	t.Helper()
+	d, err := f.s.Approve(context.Background(), runID, byUserID)
+	if err != nil || d.Outcome != store.DecisionNotAllowed || !errors.Is(d.Why, want) {
+		t.Errorf("approve = %+v, %v; want not allowed because %v", d, err, want)
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.granted'`, runID); got != 0 {
+		t.Errorf("approval.granted events = %d, want none", got)
+	}
+}
+
+// TestRequestCancel_TooLate: once an operation exists, the cancel is still
+// recorded (the executor reconciles before it ends the run), but the outcome
+// says the refund may already be on its way, however often it is asked.
+func TestRequestCancel_TooLate(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "late", 100)
+	if _, err := f.s.SubmitOperation(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	for i := range 2 {
+		d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID)
+		if err != nil || d.Outcome != store.DecisionTooLate || !d.Run.CancelRequested() {
+			t.Errorf("cancel %d = %+v, %v; want too late, with the cancel recorded", i+1, d, err)
+		}
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'cancel.requested'`, run.ID); got != 1 {
+		t.Errorf("cancel.requested events = %d, want 1", got)
+	}
 }
 
 func TestRecordOutcome_ExactlyOnce(t *testing.T) {
@@ -391,7 +442,7 @@ func TestRecordOutcome_ExactlyOnce(t *testing.T) {
 		t.Errorf("failing a succeeded operation: err = %v, want ErrAlreadyDone", err)
 	}
 	var types []string
-	if err := f.s.DB().SelectContext(ctx, &types, `SELECT type FROM run_events WHERE run_id = $1 AND type LIKE 'operation.%' ORDER BY seq`, run.ID); err != nil {
+	if err := storetest.DB(t, f.s).SelectContext(ctx, &types, `SELECT type FROM run_events WHERE run_id = $1 AND type LIKE 'operation.%' ORDER BY seq`, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := strings.Join(types, ","), "operation.submitted,operation.reconciling,operation.succeeded"; got != want {
@@ -433,7 +484,7 @@ func TestSubmitOperation_RacingRunsNeverExceedPaid(t *testing.T) {
 		var ids []uuid.UUID
 		for range 4 {
 			id := uuid.New()
-			if _, err := f.s.DB().ExecContext(ctx, `INSERT INTO runs (id, owner_id, order_id, amount, currency, reason, client_request_id)
+			if _, err := storetest.DB(t, f.s).ExecContext(ctx, `INSERT INTO runs (id, owner_id, order_id, amount, currency, reason, client_request_id)
                 VALUES ($1, $2, $3, 4000, 'EUR', 'x', $4)`, id, f.customer.ID, o.ID, id.String()); err != nil {
 				t.Fatal(err)
 			}
@@ -449,7 +500,7 @@ func TestSubmitOperation_RacingRunsNeverExceedPaid(t *testing.T) {
 		}
 		wg.Wait()
 		var sum int64
-		if err := f.s.DB().GetContext(ctx, &sum, `SELECT COALESCE(sum(amount), 0) FROM operations WHERE order_id = $1`, o.ID); err != nil {
+		if err := storetest.DB(t, f.s).GetContext(ctx, &sum, `SELECT COALESCE(sum(amount), 0) FROM operations WHERE order_id = $1`, o.ID); err != nil {
 			t.Fatal(err)
 		}
 		if sum != 8000 {
@@ -467,10 +518,10 @@ func TestVerify_FindsBrokenLog(t *testing.T) {
 	if problems, err := f.s.Verify(ctx); err != nil || len(problems) != 0 {
 		t.Fatalf("verify of a clean database = %v, %v; want nothing", problems, err)
 	}
-	if _, err := f.s.DB().ExecContext(ctx, `DELETE FROM run_events WHERE run_id = $1 AND seq = 3`, run.ID); err != nil {
+	if _, err := storetest.DB(t, f.s).ExecContext(ctx, `DELETE FROM run_events WHERE run_id = $1 AND seq = 3`, run.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.DB().ExecContext(ctx, `DELETE FROM final_messages WHERE run_id = $1`, run.ID); err != nil {
+	if _, err := storetest.DB(t, f.s).ExecContext(ctx, `DELETE FROM final_messages WHERE run_id = $1`, run.ID); err != nil {
 		t.Fatal(err)
 	}
 	problems, err := f.s.Verify(ctx)

@@ -55,12 +55,13 @@ WITH doomed AS (
     WHERE e.run_id = d.run_id AND e.seq = d.seq
     RETURNING e.run_id, e.seq
 ), floors AS (
+    -- Runs although nothing reads it: PostgreSQL executes every
+    -- data-modifying CTE to completion.
     UPDATE runs r SET replay_floor = GREATEST(r.replay_floor, f.top)
     FROM (SELECT run_id, max(seq) AS top FROM deleted GROUP BY run_id) f
     WHERE r.id = f.run_id
-    RETURNING r.id
 )
-SELECT (SELECT count(*) FROM deleted) + 0 * (SELECT count(*) FROM floors)`,
+SELECT count(*) FROM deleted`,
 			interval(ret.Presentation), interval(ret.Business), pruneBatch)
 	})
 	if err != nil {

@@ -26,6 +26,11 @@ const (
 	StateCanceled         = "canceled"
 )
 
+// States are every run state, in the order a run passes through them; the
+// last three are the terminal ones.
+var States = []string{StateCreated, StatePlanning, StateAwaitingApproval, StateSubmitting,
+	StateReconciling, StateCompleted, StateFailed, StateCanceled}
+
 // Terminal reports whether a run in this state is finished for good.
 func Terminal(state string) bool {
 	return state == StateCompleted || state == StateFailed || state == StateCanceled
@@ -100,7 +105,7 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		return nil, false, err
 	}
 	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
-		if run, err = existingRun(ctx, tx, req); run != nil || err != nil {
+		if run, err = existingRun(ctx, tx, req); !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		var o Order
@@ -114,7 +119,7 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		}
 		// A racing start with the same ID may have committed while we
 		// waited for the order's lock.
-		if run, err = existingRun(ctx, tx, req); run != nil || err != nil {
+		if run, err = existingRun(ctx, tx, req); !errors.Is(err, ErrNotFound) {
 			return err
 		}
 		var reserved int64
@@ -138,8 +143,9 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 		if errors.Is(err, sql.ErrNoRows) {
 			// Same ID, another order, committed meanwhile.
 			run, err = existingRun(ctx, tx, req)
-			if err == nil && run == nil {
-				err = errors.New("store: start run: conflicting insert vanished")
+			if errors.Is(err, ErrNotFound) {
+				// Not the caller's "no such run": an invariant broke.
+				return errors.New("store: start run: conflicting insert vanished")
 			}
 			return err
 		}
@@ -162,14 +168,15 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 	return run, created, nil
 }
 
-// existingRun finds the owner's run with this client request ID. It returns
-// ErrIdempotencyConflict when that run was started with other parameters.
+// existingRun finds the owner's run with this client request ID: ErrNotFound
+// when there is none, ErrIdempotencyConflict when that run was started with
+// other parameters.
 func existingRun(ctx context.Context, tx *sqlx.Tx, req StartRequest) (*Run, error) {
 	var r Run
 	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2`,
 		req.OwnerID, req.ClientRequestID)
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, nil
+		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: find run by request id: %w", err)
@@ -278,7 +285,7 @@ func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, 
 			if Terminal(r.State) {
 				return Errorf(CodeConflict, "the run has already %s", r.State)
 			}
-			if !slices.Contains(states, to) {
+			if !slices.Contains(States, to) {
 				return fmt.Errorf("store: unknown run state %q", to)
 			}
 			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2,
@@ -301,9 +308,6 @@ func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, 
 	}
 	return run, out, nil
 }
-
-var states = []string{StateCreated, StatePlanning, StateAwaitingApproval, StateSubmitting,
-	StateReconciling, StateCompleted, StateFailed, StateCanceled}
 
 // Transition moves a run from one state to another with the events that
 // record it. A run no longer in from is ErrAlreadyDone: someone moved it.

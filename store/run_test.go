@@ -11,6 +11,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -25,21 +26,9 @@ type fixture struct {
 
 func newFixture(t *testing.T) *fixture {
 	t.Helper()
-	ctx := context.Background()
 	s := storetest.MustOpen(t)
-	c, err := s.CreateUser(ctx, "c@example.com", "C", store.RoleCustomer, "pw", store.GrantRefundAccess)
-	if err != nil {
-		t.Fatal(err)
-	}
-	a, err := s.CreateUser(ctx, "a@example.com", "A", store.RoleApprover, "pw")
-	if err != nil {
-		t.Fatal(err)
-	}
-	o, err := s.CreateOrder(ctx, c.ID, "Shoes", 10000, "EUR")
-	if err != nil {
-		t.Fatal(err)
-	}
-	return &fixture{s: s, customer: c, approver: a, order: o}
+	p := storetest.MustSeedParties(t, s, 10000)
+	return &fixture{s: s, customer: p.Customer, approver: p.Approver, order: p.Order}
 }
 
 func (f *fixture) start(t *testing.T, key string, amount int64) *store.Run {
@@ -59,7 +48,7 @@ func (f *fixture) start(t *testing.T, key string, amount int64) *store.Run {
 func count(t *testing.T, s *store.Store, query string, args ...any) int {
 	t.Helper()
 	var n int
-	if err := s.DB().GetContext(context.Background(), &n, query, args...); err != nil {
+	if err := storetest.DB(t, s).GetContext(context.Background(), &n, query, args...); err != nil {
 		t.Fatalf("%s: %v", query, err)
 	}
 	return n
@@ -231,7 +220,7 @@ func TestAppend_ConcurrentSeqsHaveNoGaps(t *testing.T) {
 	var got struct {
 		N, Min, Max, Distinct int
 	}
-	if err := f.s.DB().QueryRowx(`SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM run_events WHERE run_id = $1`, run.ID).
+	if err := storetest.DB(t, f.s).QueryRowx(`SELECT count(*), min(seq), max(seq), count(DISTINCT seq) FROM run_events WHERE run_id = $1`, run.ID).
 		Scan(&got.N, &got.Min, &got.Max, &got.Distinct); err != nil {
 		t.Fatal(err)
 	}
@@ -254,7 +243,7 @@ func TestAppend_RunsDoNotWaitForEachOther(t *testing.T) {
 	b := f.start(t, "b", 100)
 	ctx := context.Background()
 	// Hold run a's row lock in an open transaction.
-	tx, err := f.s.DB().BeginTxx(ctx, nil)
+	tx, err := storetest.DB(t, f.s).BeginTxx(ctx, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -273,7 +262,7 @@ func TestAppend_RunsDoNotWaitForEachOther(t *testing.T) {
 		_, err := f.s.Append(ctx, a.ID, store.NewEvent{Type: store.EventNarrationDelta})
 		done <- err
 	}()
-	waitFor(t, "the append to run a to wait on its row lock", func() bool {
+	testkit.WaitUntil(t, "the append to run a to wait on its row lock", 10*time.Second, func() bool {
 		return count(t, f.s, `SELECT count(*) FROM pg_stat_activity
             WHERE datname = current_database() AND wait_event_type = 'Lock'`) == 1
 	})
@@ -321,16 +310,4 @@ func TestListener_WakesOnCommittedAppend(t *testing.T) {
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), nil))
-}
-
-// waitFor polls cond until it holds, failing the test after 10 seconds.
-func waitFor(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(10 * time.Millisecond)
-	}
 }

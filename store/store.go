@@ -49,9 +49,6 @@ func Open(ctx context.Context, url string) (*Store, error) {
 	return &Store{db: db, url: url}, nil
 }
 
-// New wraps an already open database (tests use it with a cloned database).
-func New(db *sqlx.DB, url string) *Store { return &Store{db: db, url: url} }
-
 // Close closes the pool.
 func (s *Store) Close() error {
 	s.mu.Lock()
@@ -85,9 +82,6 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 // URL is the connection string the store was opened with; a Listener needs
 // it for its own connection.
 func (s *Store) URL() string { return s.url }
-
-// DB exposes the pool for tests and tools that read rows directly.
-func (s *Store) DB() *sqlx.DB { return s.db }
 
 func newMigrator(db *sql.DB) (*goose.Provider, error) {
 	p, err := goose.NewProvider(goose.DialectPostgres, db, migrations.FS)

@@ -25,10 +25,10 @@ func TestSeedDemo_Idempotent(t *testing.T) {
 		}
 	}
 	var users, orders int
-	if err := s.DB().GetContext(ctx, &users, `SELECT count(*) FROM users`); err != nil {
+	if err := storetest.DB(t, s).GetContext(ctx, &users, `SELECT count(*) FROM users`); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.DB().GetContext(ctx, &orders, `SELECT count(*) FROM orders`); err != nil {
+	if err := storetest.DB(t, s).GetContext(ctx, &orders, `SELECT count(*) FROM orders`); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := users, len(store.DemoUsers); got != want {
@@ -67,7 +67,7 @@ func TestAuthenticate(t *testing.T) {
 		})
 	}
 	t.Run("disabled user", func(t *testing.T) {
-		if _, err := s.DB().ExecContext(ctx, `UPDATE users SET disabled_at = now() WHERE id = $1`, u.ID); err != nil {
+		if _, err := storetest.DB(t, s).ExecContext(ctx, `UPDATE users SET disabled_at = now() WHERE id = $1`, u.ID); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := s.Authenticate(ctx, u.Email, store.DemoPassword); !errors.Is(err, store.ErrBadCredentials) {

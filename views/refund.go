@@ -1,6 +1,7 @@
 package views
 
 import (
+	"strconv"
 	"strings"
 
 	"github.com/refundd/refundd/store"
@@ -27,14 +28,8 @@ type StartForm struct {
 	Error     string
 }
 
-// MinorDigits is how many decimals an amount in currency has (2 for EUR,
-// 0 for JPY), so "12.50" can be read into minor units exactly.
-func MinorDigits(currency string) int {
-	if zeroDecimal[currency] {
-		return 0
-	}
-	return 2
-}
+// OrderRowID is the stable element ID of an order's row on the home page.
+func OrderRowID(orderID int64) string { return "order-" + strconv.FormatInt(orderID, 10) }
 
 // stateWords is a run state as a person reads it in a list.
 func stateWords(state string) string { return strings.ReplaceAll(state, "_", " ") }

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"database/sql"
 	"encoding/json"
 	"fmt"
 	"strconv"
@@ -24,21 +23,16 @@ type Narration struct {
 	Text string
 }
 
-// RunView is what the run page shows: built from one snapshot, then moved
-// forward event by event by the live stream, so the page and the fragments
-// the stream sends come from the same values.
+// RunView is what the run page shows: the run's Progress, built from one
+// snapshot and then moved forward event by event by the live stream (Apply),
+// so the page and the fragments the stream sends come from the same values.
 type RunView struct {
-	Run    *store.Run
+	store.Progress
 	Viewer Viewer
 	// Full is AccessFull: narration and timeline. Without it the view holds
 	// the state and the outcome only.
-	Full            bool
-	State           string
-	CancelRequested bool
-	CoveringSeq     int64
-	ReplayFloor     int64
-	Operations      []store.Operation
-	FinalMessage    string
+	Full        bool
+	ReplayFloor int64
 	// Narration and Timeline are filled from the snapshot only; the stream
 	// sends later pieces one by one and never keeps them.
 	Narration []Narration
@@ -50,28 +44,12 @@ type RunView struct {
 // NewRunView builds the view of a snapshot. full is whether the viewer may
 // see the narration and the timeline.
 func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
-	v := &RunView{
-		Run:             snap.Run,
-		Viewer:          viewer,
-		Full:            full,
-		State:           snap.Run.State,
-		CancelRequested: snap.Run.CancelRequested(),
-		CoveringSeq:     snap.CoveringSeq,
-		ReplayFloor:     snap.ReplayFloor,
-		Operations:      append([]store.Operation(nil), snap.Operations...),
-	}
-	if snap.FinalMessage != nil {
-		v.FinalMessage = snap.FinalMessage.Body
-	}
+	v := &RunView{Progress: store.ProgressOf(snap), Viewer: viewer, Full: full, ReplayFloor: snap.ReplayFloor}
 	if !full {
 		return v
 	}
-	firstNarration := int64(-1)
 	for _, ev := range snap.Events {
 		if ev.Type == store.EventNarrationDelta {
-			if firstNarration < 0 {
-				firstNarration = ev.Seq
-			}
 			v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
 			continue
 		}
@@ -83,76 +61,6 @@ func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
 	return v
 }
 
-// stateAfter is the run state an event records, "" for events that do not
-// change the state.
-var stateAfter = map[string]string{
-	store.EventRunCreated:           store.StateCreated,
-	store.EventRunPlanning:          store.StatePlanning,
-	store.EventApprovalRequested:    store.StateAwaitingApproval,
-	store.EventApprovalGranted:      store.StateSubmitting,
-	store.EventOperationSubmitted:   store.StateSubmitting,
-	store.EventOperationReconciling: store.StateReconciling,
-	store.EventRunCompleted:         store.StateCompleted,
-	store.EventRunFailed:            store.StateFailed,
-	store.EventRunCanceled:          store.StateCanceled,
-}
-
-// Apply moves the view forward by one event: state, cancel request, ledger
-// and final message. It keeps no narration or timeline, so a long stream
-// holds no growing history.
-func (v *RunView) Apply(ev store.Event) {
-	if ev.Seq > v.CoveringSeq {
-		v.CoveringSeq = ev.Seq
-	}
-	// A finished run stays finished, whatever older event a replay shows.
-	if s := stateAfter[ev.Type]; s != "" && (!v.Terminal() || store.Terminal(s)) {
-		v.State = s
-	}
-	var p eventPayload
-	_ = json.Unmarshal(ev.Payload, &p)
-	switch ev.Type {
-	case store.EventCancelRequested:
-		v.CancelRequested = true
-	case store.EventMessageFinal:
-		v.FinalMessage = p.Body
-	case store.EventOperationSubmitted, store.EventOperationSucceeded, store.EventOperationFailed, store.EventOperationReconciling:
-		id, err := uuid.Parse(p.OperationID)
-		if err != nil {
-			return
-		}
-		state := map[string]string{
-			store.EventOperationSubmitted:   store.OpSubmitted,
-			store.EventOperationSucceeded:   store.OpSucceeded,
-			store.EventOperationFailed:      store.OpFailed,
-			store.EventOperationReconciling: store.OpReconciling,
-		}[ev.Type]
-		for i := range v.Operations {
-			op := &v.Operations[i]
-			if op.ID != id {
-				continue
-			}
-			if op.State != store.OpSucceeded && op.State != store.OpFailed {
-				op.State = state
-			}
-			if p.ProviderRef != "" {
-				op.ProviderRef = sql.NullString{String: p.ProviderRef, Valid: true}
-			}
-			if p.Reason != "" {
-				op.LastError = p.Reason
-			}
-			return
-		}
-		op := store.Operation{ID: id, RunID: v.Run.ID, Kind: "refund", Amount: p.Amount, Currency: p.Currency, State: state, LastError: p.Reason}
-		if p.ProviderRef != "" {
-			op.ProviderRef = sql.NullString{String: p.ProviderRef, Valid: true}
-		}
-		v.Operations = append(v.Operations, op)
-	}
-}
-
-// Terminal reports whether the run, as shown, has ended.
-func (v *RunView) Terminal() bool { return store.Terminal(v.State) }
-
 // CanApprove and CanCancel say which buttons to offer now.
 func (v *RunView) CanApprove() bool {
 	return v.Viewer.MayApprove && v.State == store.StateAwaitingApproval && !v.CancelRequested
@@ -162,11 +70,9 @@ func (v *RunView) CanCancel() bool {
 	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested
 }
 
-// eventPayload is the union of the payload fields the page reads.
+// eventPayload is the union of the payload fields the page's words read.
 type eventPayload struct {
 	Text        string `json:"text"`
-	Body        string `json:"body"`
-	OperationID string `json:"operation_id"`
 	Amount      int64  `json:"amount"`
 	Currency    string `json:"currency"`
 	ProviderRef string `json:"provider_ref"`
@@ -175,12 +81,19 @@ type eventPayload struct {
 	By          any    `json:"by"`
 }
 
-// NarrationText is the text of a narration.delta event.
-func NarrationText(ev store.Event) string {
+// payloadOf reads an event's payload for the words about it. The store wrote
+// every payload itself; one that does not decode reads as empty fields, and
+// the page still renders.
+func payloadOf(ev store.Event) eventPayload {
 	var p eventPayload
-	_ = json.Unmarshal(ev.Payload, &p)
-	return p.Text
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		return eventPayload{}
+	}
+	return p
 }
+
+// NarrationText is the text of a narration.delta event.
+func NarrationText(ev store.Event) string { return payloadOf(ev).Text }
 
 // StateLabel is how a run state reads on the page.
 func StateLabel(state string) string {
@@ -223,15 +136,14 @@ func OperationLabel(state string) string {
 
 // EventText describes a business event in words.
 func EventText(ev store.Event) string {
-	var p eventPayload
-	_ = json.Unmarshal(ev.Payload, &p)
+	p := payloadOf(ev)
 	switch ev.Type {
 	case store.EventRunCreated:
-		return fmt.Sprintf("Refund of %s requested for order #%d", Money(p.Amount, p.Currency), p.OrderID)
+		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
 	case store.EventRunPlanning:
 		return "The agent started looking at the request"
 	case store.EventActionProposed:
-		return fmt.Sprintf("Proposed: refund %s", Money(p.Amount, p.Currency))
+		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
 	case store.EventApprovalRequested:
 		return "Asked an approver for a decision"
 	case store.EventApprovalGranted:
@@ -244,14 +156,14 @@ func EventText(ev store.Event) string {
 	case store.EventCancelTooLate:
 		return "The cancel arrived too late: the refund had already reached the payment provider"
 	case store.EventOperationSubmitted:
-		return fmt.Sprintf("Refund of %s sent to the payment provider", Money(p.Amount, p.Currency))
+		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(p.Amount, p.Currency))
 	case store.EventOperationSucceeded:
-		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", Money(p.Amount, p.Currency), p.ProviderRef)
+		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(p.Amount, p.Currency), p.ProviderRef)
 	case store.EventOperationFailed:
 		if p.Reason != "" {
-			return fmt.Sprintf("The payment provider did not refund %s: %s", Money(p.Amount, p.Currency), p.Reason)
+			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(p.Amount, p.Currency), p.Reason)
 		}
-		return fmt.Sprintf("The payment provider did not refund %s", Money(p.Amount, p.Currency))
+		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(p.Amount, p.Currency))
 	case store.EventOperationReconciling:
 		return "Verifying the result with the payment provider"
 	case store.EventMessageFinal:

@@ -3,7 +3,6 @@ package views_test
 import (
 	"bytes"
 	"context"
-	"math"
 	"strings"
 	"testing"
 
@@ -13,29 +12,6 @@ import (
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
-
-func TestMoney(t *testing.T) {
-	t.Parallel()
-	for _, tc := range []struct {
-		minor    int64
-		currency string
-		want     string
-	}{
-		{12999, "EUR", "€129.99"},
-		{8950, "EUR", "€89.50"},
-		{5, "USD", "$0.05"},
-		{0, "GBP", "£0.00"},
-		{123456789, "USD", "$1,234,567.89"},
-		{-1599, "EUR", "-€15.99"},
-		{500, "CHF", "5.00 CHF"},
-		{1500, "JPY", "¥1,500"},
-		{math.MinInt64, "USD", "-$92,233,720,368,547,758.08"},
-	} {
-		if got := views.Money(tc.minor, tc.currency); got != tc.want {
-			t.Errorf("Money(%d, %s) = %q, want %q", tc.minor, tc.currency, got, tc.want)
-		}
-	}
-}
 
 func render(t *testing.T, c templ.Component) *goquery.Document {
 	t.Helper()

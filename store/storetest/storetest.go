@@ -128,12 +128,44 @@ func URL(tb testing.TB) string {
 func MustOpen(tb testing.TB) *store.Store {
 	tb.Helper()
 	u := URL(tb)
-	db, err := sqlx.Open("postgres", u)
+	st, err := store.Open(context.Background(), u)
+	if err != nil {
+		tb.Fatalf("storetest: %v", err)
+	}
+	tb.Cleanup(func() { st.Close() })
+	// The test's own pool, for DB. Opening dials nothing: a test that
+	// never reads rows directly costs no connection.
+	pool := open(tb, u)
+	pools.Store(st, pool)
+	tb.Cleanup(func() { pools.Delete(st) })
+	return st
+}
+
+// pools holds each open Store's test pool, for DB.
+var pools sync.Map // *store.Store → *sqlx.DB
+
+// DB is a pool over st's database for a test to read and change rows
+// directly, as no code outside the store may. A Store from MustOpen has one,
+// closed when the test that opened the Store ends; any other Store gets a
+// new pool per call, closed when tb ends. It is never the store's own pool,
+// so closing the store leaves it working.
+func DB(tb testing.TB, st *store.Store) *sqlx.DB {
+	tb.Helper()
+	if pool, ok := pools.Load(st); ok {
+		return pool.(*sqlx.DB)
+	}
+	return open(tb, st.URL())
+}
+
+// open opens a pool that is closed when the test ends.
+func open(tb testing.TB, url string) *sqlx.DB {
+	tb.Helper()
+	db, err := sqlx.Open("postgres", url)
 	if err != nil {
 		tb.Fatalf("storetest: open: %v", err)
 	}
 	tb.Cleanup(func() { db.Close() })
-	return store.New(db, u)
+	return db
 }
 
 // migrator builds pgtestdb's template with refundd's goose migrations.
@@ -155,4 +187,32 @@ func (migrator) Hash() (string, error) {
 
 func (migrator) Migrate(ctx context.Context, db *sql.DB, _ pgtestdb.Config) error {
 	return store.Migrate(ctx, db)
+}
+
+// Parties are who a refund needs: a customer holding refund_access with one
+// paid order, and an approver.
+type Parties struct {
+	Customer, Approver *store.User
+	Order              *store.Order
+}
+
+// MustSeedParties creates c@example.com, a customer with an order of
+// amount euro cents ("Shoes"), and a@example.com, an approver; both have
+// the password "pw".
+func MustSeedParties(tb testing.TB, st *store.Store, amount int64) Parties {
+	tb.Helper()
+	ctx := context.Background()
+	c, err := st.CreateUser(ctx, "c@example.com", "C", store.RoleCustomer, "pw", store.GrantRefundAccess)
+	if err != nil {
+		tb.Fatalf("storetest: customer: %v", err)
+	}
+	a, err := st.CreateUser(ctx, "a@example.com", "A", store.RoleApprover, "pw")
+	if err != nil {
+		tb.Fatalf("storetest: approver: %v", err)
+	}
+	o, err := st.CreateOrder(ctx, c.ID, "Shoes", amount, "EUR")
+	if err != nil {
+		tb.Fatalf("storetest: order: %v", err)
+	}
+	return Parties{Customer: c, Approver: a, Order: o}
 }

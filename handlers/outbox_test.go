@@ -5,12 +5,24 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http/httptest"
 	"testing"
 	"time"
 
 	"github.com/refundd/refundd/store"
 )
+
+// errPushBound ends a push that waited past the test's bound: the outbox
+// did not make room when it should have.
+var errPushBound = errors.New("test: push waited past its bound")
+
+// boundedCtx bounds every wait of a test on the outbox, so a broken outbox
+// fails the test in seconds instead of hanging it.
+func boundedCtx(t *testing.T) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Second, errPushBound)
+	t.Cleanup(cancel)
+	return ctx
+}
 
 func narrationItem(seq int64, text string) item {
 	p, _ := json.Marshal(map[string]string{"text": text})
@@ -23,8 +35,10 @@ func businessItem(seq int64) item {
 
 func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 	t.Parallel()
+	// SlowAfter is out of reach: only coalescing may make room here, and
+	// the context's bound fails a push that waits instead.
 	o := newOutbox(&StreamConfig{Buffer: 4, BufferBytes: 1 << 20, SlowAfter: time.Hour})
-	ctx := context.Background()
+	ctx := boundedCtx(t)
 	want := ""
 	for i := int64(1); i <= 50; i++ {
 		it := narrationItem(i, fmt.Sprintf("w%d ", i))
@@ -50,7 +64,9 @@ func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 		last = it.ev.Seq
 		if it.ev.Type == store.EventNarrationDelta {
 			var p struct{ Text string }
-			json.Unmarshal(it.ev.Payload, &p)
+			if err := json.Unmarshal(it.ev.Payload, &p); err != nil {
+				t.Fatalf("seq %d: %v", it.ev.Seq, err)
+			}
 			got += p.Text
 		}
 	}
@@ -61,37 +77,33 @@ func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 
 func TestOutbox_StaysFullPastSlowAfter(t *testing.T) {
 	t.Parallel()
-	o := newOutbox(&StreamConfig{Buffer: 2, BufferBytes: 1 << 20, SlowAfter: 50 * time.Millisecond})
-	ctx := context.Background()
-	for i := int64(1); i <= 2; i++ {
-		if err := o.push(ctx, businessItem(i)); err != nil {
-			t.Fatal(err)
+	full := func(t *testing.T, slow time.Duration) *outbox {
+		t.Helper()
+		o := newOutbox(&StreamConfig{Buffer: 2, BufferBytes: 1 << 20, SlowAfter: slow})
+		for i := int64(1); i <= 2; i++ {
+			if err := o.push(boundedCtx(t), businessItem(i)); err != nil {
+				t.Fatal(err)
+			}
 		}
+		return o
 	}
-	start := time.Now()
-	if err := o.push(ctx, businessItem(3)); !errors.Is(err, errSlowReader) {
-		t.Fatalf("push into a full buffer = %v, want errSlowReader", err)
-	}
-	if d := time.Since(start); d < 50*time.Millisecond {
-		t.Errorf("gave up after %v, want SlowAfter", d)
-	}
+	t.Run("a writer that never drains ends the subscriber", func(t *testing.T) {
+		o := full(t, 50*time.Millisecond)
+		start := time.Now()
+		if err := o.push(boundedCtx(t), businessItem(3)); !errors.Is(err, errSlowReader) {
+			t.Fatalf("push into a full buffer = %v, want errSlowReader", err)
+		}
+		if d := time.Since(start); d < 50*time.Millisecond {
+			t.Errorf("gave up after %v, want SlowAfter", d)
+		}
+	})
 	t.Run("a writer that drains in time makes room", func(t *testing.T) {
+		// SlowAfter is out of reach, so the push can only end by the drain
+		// (or fail at the context's bound).
+		o := full(t, time.Hour)
 		go func() { time.Sleep(10 * time.Millisecond); o.take() }()
-		if err := o.push(ctx, businessItem(3)); err != nil {
+		if err := o.push(boundedCtx(t), businessItem(3)); err != nil {
 			t.Errorf("push = %v, want room after the writer took the queue", err)
 		}
 	})
-}
-
-func TestSSEWriter_MultiLineData(t *testing.T) {
-	t.Parallel()
-	rec := httptest.NewRecorder()
-	w := &sseWriter{w: rec, timeout: time.Second}
-	w.message("reset", 7, []byte("<p>a\r\nb</p>\n<p>c\rd</p>"))
-	w.message("", -1, []byte("x"))
-	w.comment("ping")
-	want := "event: reset\nid: 7\ndata: <p>a\ndata: b</p>\ndata: <p>c\ndata: d</p>\n\ndata: x\n\n: ping\n\n"
-	if got := w.buf.String(); got != want {
-		t.Errorf("framed =\n%q\nwant\n%q", got, want)
-	}
 }

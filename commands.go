@@ -1,0 +1,276 @@
+package main
+
+// The subcommands, one function each: what `refundd <command>` runs. Each
+// parses its arguments, opens what it needs through wiring.go and runs
+// until done or interrupted.
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+)
+
+// runDev runs everything on one machine for development: the private
+// cluster (unless DATABASE_URL is set), migrations, demo data and the web
+// server. It stops what it started on SIGINT/SIGTERM.
+func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	if cfg.SessionKey == "" {
+		key, err := handlers.DevSessionKey(cfg.DataDir)
+		var short *handlers.ShortKeyError
+		if errors.As(err, &short) {
+			return usageError{err.Error()}
+		}
+		if err != nil {
+			return err
+		}
+		cfg.SessionKey = key
+	}
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	if err := st.SeedDemo(ctx); err != nil {
+		return err
+	}
+	listener, err := startListener(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	defer listener.Stop()
+	e, err := newWeb(cfg, st, listener, logger, true)
+	if err != nil {
+		return err
+	}
+	provider, stopProvider, err := startProvider(ctx, cfg, st.URL(), logger)
+	if err != nil {
+		return err
+	}
+	defer stopProvider()
+	// dev's worker talks to dev's own provider, wherever it listens.
+	cfg.ProviderURL = provider.URL()
+	stopWorker := startWorker(ctx, cfg, st, listener, logger)
+	defer stopWorker()
+	return serveHTTP(ctx, e, cfg.Addr, logger, func(url string) {
+		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
+		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n\n", cfg.ProviderURL, cfg.ProviderURL)
+		fmt.Fprintf(stdout, "Demo logins, password %q:\n", store.DemoPassword)
+		for _, d := range store.DemoUsers {
+			fmt.Fprintf(stdout, "  %-24s %s\n", d.Email, d.Role)
+		}
+		if cfg.DatabaseURL == "" {
+			fmt.Fprintf(stdout, "\nDatabase: psql %q\n", st.URL())
+		}
+		fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n")
+	})
+}
+
+// runServe serves the web app. Several serve processes can share one
+// database; they must share SESSION_KEY too.
+func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	if cfg.SessionKey == "" {
+		return usageError{"SESSION_KEY is required (at least 32 characters, e.g. from `openssl rand -hex 32`); every serve process must use the same one"}
+	}
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if err := st.Ready(ctx); err != nil {
+		// Serve anyway: /readyz reports it, and `refundd migrate` fixes it.
+		logger.Warn("database not ready; run `refundd migrate`", "err", err)
+	}
+	listener, err := startListener(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	defer listener.Stop()
+	e, err := newWeb(cfg, st, listener, logger, false)
+	if err != nil {
+		return err
+	}
+	return serveHTTP(ctx, e, cfg.Addr, logger, func(url string) {
+		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
+	})
+}
+
+// runMigrate applies the embedded migrations and nothing else.
+func runMigrate(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	if err := st.Migrate(ctx); err != nil {
+		return err
+	}
+	fmt.Fprintln(stdout, "refundd: migrations applied; the database is up to date")
+	return nil
+}
+
+// runWorker runs refund agents until stopped. Any number of workers can
+// share one database: they claim runs with leases.
+func runWorker(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	st, closeDB, err := openReady(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	listener, err := startListener(ctx, st, logger)
+	if err != nil {
+		return err
+	}
+	defer listener.Stop()
+	stop := startWorker(ctx, cfg, st, listener, logger)
+	fmt.Fprintf(stdout, "refundd worker running; payment provider at %s\n", cfg.ProviderURL)
+	<-ctx.Done()
+	stop()
+	logger.Info("worker stopped")
+	return nil
+}
+
+// runProvider serves the simulated payment provider until stopped.
+func runProvider(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	st, closeDB, err := openReady(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	srv, stopProvider, err := startProvider(ctx, cfg, st.URL(), logger)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "simulated payment provider running at %s\n", srv.URL())
+	<-ctx.Done()
+	stopProvider()
+	logger.Info("provider stopped")
+	return nil
+}
+
+// runEvents prints a run's committed events as JSON lines; with --follow it
+// keeps printing new ones as they commit, until interrupted.
+func runEvents(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	fs := flag.NewFlagSet("events", flag.ContinueOnError)
+	fs.SetOutput(io.Discard)
+	runArg := fs.String("run", "", "run ID")
+	afterArg := fs.String("after", "", "print events with seq above this")
+	follow := fs.Bool("follow", false, "keep printing new events")
+	if err := fs.Parse(args); err != nil {
+		return usageError{fmt.Sprintf("%v (usage: refundd events --run ID [--after N] [--follow])", err)}
+	}
+	if err := noArgs(fs.Args()); err != nil {
+		return err
+	}
+	runID, err := uuid.Parse(*runArg)
+	if err != nil {
+		return usageError{fmt.Sprintf("--run must be a run ID, got %q", *runArg)}
+	}
+	after, err := store.ParseCursor(*afterArg)
+	if err != nil {
+		return usageError{fmt.Sprintf("--after: %v", err)}
+	}
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	enc := json.NewEncoder(stdout)
+	f := &store.Follower{RunID: runID, Cursor: after, Deliver: func(_ context.Context, evs []store.Event) error {
+		for _, e := range evs {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}}
+	if *follow {
+		listener, err := startListener(ctx, st, logger)
+		if err != nil {
+			return err
+		}
+		defer listener.Stop()
+		// Subscribe before the first read, so nothing commits unnoticed between.
+		wake, unsubscribe := listener.Subscribe(store.RunTopic(runID.String()))
+		defer unsubscribe()
+		f.Wait = func(ctx context.Context) error {
+			select {
+			case <-ctx.Done():
+				return ctx.Err()
+			case <-wake:
+			case <-time.After(30 * time.Second): // a safety net under NOTIFY
+			}
+			return nil
+		}
+	}
+	switch err := st.Follow(ctx, f); {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("no run %s", runID)
+	case err != nil && ctx.Err() != nil:
+		return nil
+	default:
+		return err
+	}
+}
+
+// runVerify checks every invariant over the database, and our ledger
+// against the provider's when the provider answers. It exits 1 listing each
+// violation.
+func runVerify(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
+	if err := noArgs(args); err != nil {
+		return err
+	}
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return err
+	}
+	defer closeDB()
+	problems, err := st.Verify(ctx)
+	if err != nil {
+		return err
+	}
+	client := payments.NewClient(cfg.ProviderURL, 5*time.Second)
+	defer client.Close()
+	if more, err := agent.VerifyLedger(ctx, st, client); err != nil {
+		fmt.Fprintf(stdout, "skipped: the provider's ledger at %s: %v\n", cfg.ProviderURL, err)
+	} else {
+		problems = append(problems, more...)
+	}
+	for _, p := range problems {
+		fmt.Fprintln(stdout, "violation:", p)
+	}
+	if len(problems) > 0 {
+		return fmt.Errorf("%d invariant violation(s)", len(problems))
+	}
+	fmt.Fprintln(stdout, "ok: every invariant holds")
+	return nil
+}

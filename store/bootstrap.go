@@ -1,0 +1,162 @@
+package store
+
+// Bootstrap of the private cluster: a command run without DATABASE_URL
+// (`refundd dev`, and any other subcommand on a developer's machine) keeps
+// its own PostgreSQL under DATA_DIR. This file chooses where that cluster
+// lives, starts it, and creates refundd's database in it.
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"os/user"
+	"path/filepath"
+	"strconv"
+	"syscall"
+	"time"
+
+	"github.com/lib/pq"
+)
+
+// devPort names the private cluster's socket file. The cluster listens on
+// no TCP port, so it clashes with nothing. It lives here, not in main,
+// because only OpenPrivate needs it: callers get the cluster's URL from the
+// store they are handed.
+const devPort = 5433
+
+// devDatabase is the database refundd uses in the private cluster.
+const devDatabase = "refundd"
+
+// OpenPrivate opens refundd's database in the private cluster under
+// dataDir, starting the cluster (and creating the database) if needed. The
+// returned close function closes the pool and stops the cluster if this
+// call started it; a cluster that was already running is left running. It
+// uses its own deadline, so it works after ctx ended.
+func OpenPrivate(ctx context.Context, dataDir string, logger *slog.Logger) (*Store, func(), error) {
+	cluster, stopCluster, err := startPrivateCluster(ctx, dataDir, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := createDatabase(ctx, cluster.URL("postgres"), devDatabase); err != nil {
+		stopCluster()
+		return nil, nil, err
+	}
+	st, err := Open(ctx, cluster.URL(devDatabase))
+	if err != nil {
+		stopCluster()
+		return nil, nil, err
+	}
+	return st, func() { st.Close(); stopCluster() }, nil
+}
+
+// startPrivateCluster starts the cluster under dataDir unless it is already
+// running. The returned stop function stops it only if this call started
+// it.
+func startPrivateCluster(ctx context.Context, dataDir string, logger *slog.Logger) (*Cluster, func(), error) {
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return nil, nil, fmt.Errorf("store: data dir: %w", err)
+	}
+	home, err := clusterHome(dataDir)
+	if err != nil {
+		return nil, nil, err
+	}
+	if home != dataDir {
+		logger.Warn("DATA_DIR is inside a folder the postgres user cannot enter; keeping the cluster elsewhere (set DATA_DIR to a reachable folder to choose)",
+			"data_dir", dataDir, "cluster_home", home)
+	}
+	cluster, err := NewCluster(home, devPort)
+	if err != nil {
+		return nil, nil, err
+	}
+	t0 := time.Now()
+	started, err := cluster.Start(ctx)
+	if err != nil {
+		return nil, nil, err
+	}
+	if started {
+		logger.Info("PostgreSQL started", "dir", cluster.Dir, "took", time.Since(t0).Round(time.Millisecond))
+	} else {
+		logger.Info("PostgreSQL already running; reusing it and leaving it running", "dir", cluster.Dir)
+	}
+	stop := func() {
+		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+		defer cancel()
+		if err := cluster.Stop(stopCtx); err != nil {
+			logger.Error("stop PostgreSQL", "err", err)
+		} else if started {
+			logger.Info("PostgreSQL stopped", "dir", cluster.Dir)
+		}
+	}
+	return cluster, stop, nil
+}
+
+// clusterHome is the folder the private cluster lives under: dataDir,
+// unless we are root and the postgres user (which the server runs as)
+// cannot reach it, e.g. a checkout under /root. Then it is a folder under
+// /var/tmp named after dataDir, so the same dataDir finds the same cluster
+// again.
+func clusterHome(dataDir string) (string, error) {
+	abs, err := filepath.Abs(dataDir)
+	if err != nil {
+		return "", fmt.Errorf("store: data dir: %w", err)
+	}
+	if os.Geteuid() != 0 {
+		return dataDir, nil
+	}
+	pg, err := user.Lookup("postgres")
+	if err != nil {
+		return dataDir, nil // no postgres user: Start reports what is missing
+	}
+	for dir := abs; ; dir = filepath.Dir(dir) {
+		st, err := os.Stat(dir)
+		if err != nil {
+			return "", fmt.Errorf("store: data dir: %w", err)
+		}
+		owner := ""
+		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
+			owner = strconv.FormatUint(uint64(sys.Uid), 10)
+		}
+		if st.Mode().Perm()&0o001 == 0 && owner != pg.Uid {
+			sum := sha256.Sum256([]byte(abs))
+			home := filepath.Join("/var/tmp", "refundd-"+hex.EncodeToString(sum[:6]))
+			if err := os.MkdirAll(home, 0o755); err != nil {
+				return "", fmt.Errorf("store: cluster home: %w", err)
+			}
+			return home, nil
+		}
+		if dir == filepath.Dir(dir) {
+			return dataDir, nil
+		}
+	}
+}
+
+// createDatabase creates database name unless it exists. It runs against
+// the cluster's maintenance database, before refundd's own database exists.
+func createDatabase(ctx context.Context, maintenanceURL, name string) error {
+	admin, err := Open(ctx, maintenanceURL)
+	if err != nil {
+		return err
+	}
+	defer admin.Close()
+	var exists bool
+	if err := admin.db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name); err != nil {
+		return fmt.Errorf("store: look up database %s: %w", name, err)
+	}
+	if exists {
+		return nil
+	}
+	_, err = admin.db.ExecContext(ctx, `CREATE DATABASE `+pq.QuoteIdentifier(name))
+	var pqErr *pq.Error
+	if errors.As(err, &pqErr) && pqErr.Code == "42P04" {
+		// Another process created it first.
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("store: create database %s: %w", name, err)
+	}
+	return nil
+}

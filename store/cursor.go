@@ -1,0 +1,47 @@
+package store
+
+import (
+	"strconv"
+	"strings"
+)
+
+// A cursor is the seq of the last event a reader has: it asks for the
+// events strictly after it. This file is the one place that reads a cursor
+// from text (Last-Event-ID, ?after=, the CLI's --after) and judges it
+// against a run's log.
+
+// ParseCursor reads a cursor written as a seq: a non-negative decimal
+// number, spelled as the stream sends it (no sign, no leading zeros),
+// surrounding spaces ignored. An empty cursor is 0: from the start. Anything
+// else is ErrCursorInvalid, which a stream answers with a snapshot.
+func ParseCursor(raw string) (int64, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return 0, nil
+	}
+	n, err := strconv.ParseInt(s, 10, 64)
+	// Only the seq's own spelling: "+7" or "007" was never an id we sent.
+	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
+		return 0, Errorf(CodeCursorInvalid, "the cursor %q is not a sequence number", raw)
+	}
+	return n, nil
+}
+
+// CheckCursor judges a cursor against the run as read: ErrCursorExpired
+// when events after it may have been pruned, ErrCursorInvalid when it is
+// outside the log (negative, or ahead of last_seq). A stream checks it
+// against the run it already loaded for access, so a cursor that cannot
+// resume goes straight to a snapshot without asking the log first.
+func (r *Run) CheckCursor(cursor int64) error {
+	return checkCursor(cursor, r.LastSeq, r.ReplayFloor)
+}
+
+func checkCursor(cursor, lastSeq, floor int64) error {
+	switch {
+	case cursor < 0 || cursor > lastSeq:
+		return Errorf(CodeCursorInvalid, "cursor %d is outside this run's log (0..%d)", cursor, lastSeq)
+	case cursor < floor:
+		return Errorf(CodeCursorExpired, "events after %d are no longer kept (history starts after %d)", cursor, floor)
+	}
+	return nil
+}

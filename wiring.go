@@ -1,0 +1,171 @@
+package main
+
+// Wiring shared by the subcommands: opening the database (DATABASE_URL or
+// the private cluster), and starting the long-lived parts (the LISTEN
+// connection, the web server, the worker, the simulated provider), each
+// with the function that stops it.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"time"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+)
+
+// openDatabase connects to DATABASE_URL or, when it is unset, to the private
+// cluster under DATA_DIR, starting it (and creating its database) if needed.
+// The returned close function closes the pool and stops the cluster if this
+// call started it; it uses its own deadline, so it works after ctx ended.
+func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, func(), error) {
+	if cfg.DatabaseURL == "" {
+		return store.OpenPrivate(ctx, cfg.DataDir, logger)
+	}
+	st, err := store.Open(ctx, cfg.DatabaseURL)
+	if err != nil {
+		return nil, nil, err
+	}
+	return st, func() { st.Close() }, nil
+}
+
+// openReady opens the database for a part that must not run on an
+// unmigrated schema.
+func openReady(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, func(), error) {
+	st, closeDB, err := openDatabase(ctx, cfg, logger)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := st.Ready(ctx); err != nil {
+		closeDB()
+		return nil, nil, fmt.Errorf("%w (run `refundd migrate`)", err)
+	}
+	return st, closeDB, nil
+}
+
+// startWorker starts what a worker process runs: the listener that wakes it,
+// the executor, and the pruner. stop ends them in reverse order.
+func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *store.Listener, logger *slog.Logger) (stop func()) {
+	var narrator agent.Narrator
+	if cfg.ModelBaseURL != "" {
+		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
+	}
+	provider := payments.NewClient(cfg.ProviderURL, 0)
+	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
+		NarrationDelay: 40 * time.Millisecond},
+		st, provider, narrator, listener, logger.With("part", "worker"))
+	x.Start(ctx)
+	pruner := &store.Pruner{Store: st, Logger: logger.With("part", "pruner"),
+		Retention: store.Retention{Presentation: cfg.ReplayWindow, Business: cfg.BusinessRetention}}
+	pruner.Start(ctx)
+	return func() {
+		x.Stop()
+		pruner.Stop()
+		provider.Close()
+	}
+}
+
+// startListener opens the process's one LISTEN connection.
+func startListener(ctx context.Context, st *store.Store, logger *slog.Logger) (*store.Listener, error) {
+	l := store.NewListener(st.URL(), logger.With("part", "listener"))
+	if err := l.Start(ctx); err != nil {
+		return nil, fmt.Errorf("listen for notifications: %w", err)
+	}
+	return l, nil
+}
+
+// startProvider serves the simulated payment provider on cfg.ProviderAddr,
+// keeping its ledger in the database at databaseURL through a pool of its
+// own. stop stops the server, then closes that pool.
+func startProvider(ctx context.Context, cfg Config, databaseURL string, logger *slog.Logger) (srv *payments.Server, stop func(), err error) {
+	sim, err := payments.OpenSim(ctx, databaseURL, payments.Faults{})
+	if err != nil {
+		return nil, nil, err
+	}
+	srv = payments.NewServer(cfg.ProviderAddr, sim)
+	if err := srv.Start(ctx); err != nil {
+		return nil, nil, errors.Join(fmt.Errorf("provider: %w", err), sim.CloseDB())
+	}
+	return srv, func() {
+		srv.Stop()
+		if err := sim.CloseDB(); err != nil {
+			logger.Error("stop provider", "err", err)
+		}
+	}, nil
+}
+
+// newWeb builds the web server. Its live streams wait on listener; an
+// HTTP shutdown ends them at once (handlers registers that itself).
+func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.Logger, demo bool) (*echo.Echo, error) {
+	return handlers.New(handlers.Config{
+		SessionKey:   cfg.SessionKey,
+		CookieSecure: cfg.CookieSecure,
+		DemoLogins:   demo,
+		Listener:     listener,
+		// A customer without refund_access sees their runs' status, or
+		// nothing at all.
+		RevokedSeeNothing: cfg.RevokedAccess == "none",
+	}, st, logger)
+}
+
+// serveHTTP serves e on addr until ctx ends, then shuts down gracefully:
+// it stops accepting, lets requests in flight finish (up to a deadline) and
+// returns. ready gets the base URL once the listener is open.
+func serveHTTP(ctx context.Context, e *echo.Echo, addr string, logger *slog.Logger, ready func(url string)) error {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	// echo's own Server, so handlers can RegisterOnShutdown (streams).
+	srv := e.Server
+	srv.Handler = e
+	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.ReadTimeout = 30 * time.Second
+	srv.IdleTimeout = 2 * time.Minute
+	// No WriteTimeout: event streams stay open for as long as the client
+	// watches; handlers that need one set it per request.
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ln) }()
+	url := baseURL(ln.Addr())
+	logger.Info("http server listening", "url", url)
+	ready(url)
+
+	select {
+	case err := <-served:
+		return fmt.Errorf("http server: %w", err)
+	case <-ctx.Done():
+	}
+	logger.Info("shutting down", "cause", context.Cause(ctx))
+	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	<-served // Serve has returned http.ErrServerClosed
+	if err != nil {
+		return fmt.Errorf("http shutdown: %w", err)
+	}
+	logger.Info("http server stopped")
+	return nil
+}
+
+// baseURL is the address people can open: an unspecified listen address
+// (0.0.0.0, ::) is shown as localhost.
+func baseURL(a net.Addr) string {
+	tcp, ok := a.(*net.TCPAddr)
+	if !ok {
+		return "http://" + a.String()
+	}
+	host := tcp.IP.String()
+	if tcp.IP.IsUnspecified() {
+		host = "localhost"
+	}
+	return "http://" + net.JoinHostPort(host, fmt.Sprint(tcp.Port))
+}
