@@ -122,8 +122,27 @@ func (s *Store) Ready(ctx context.Context) error {
 	return nil
 }
 
+// hot are the statements prepared once per pool (see prepared).
+var hot = []string{appendSQL, lockRunSQL, eventsAfterSQL}
+
+// warm prepares the hot statements before a transaction takes its
+// connection. Preparing on the pool takes a connection of its own: a
+// transaction that waited for one while holding another would deadlock a
+// full pool (16 starts racing for one order's lock did).
+func (s *Store) warm(ctx context.Context) error {
+	for _, q := range hot {
+		if _, err := s.prepared(ctx, q); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
 // inTx runs fn in one transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	if err := s.warm(ctx); err != nil {
+		return err
+	}
 	tx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
