@@ -36,8 +36,11 @@ func (o *OpenAI) Narrate(ctx context.Context, f Facts, emit func(string) error) 
 	}
 	ctx, cancel := context.WithTimeout(ctx, timeout)
 	defer cancel()
-	facts, _ := json.Marshal(f)
-	body, _ := json.Marshal(map[string]any{
+	facts, err := json.Marshal(f)
+	if err != nil {
+		return fmt.Errorf("agent: model facts: %w", err)
+	}
+	body, err := json.Marshal(map[string]any{
 		"model":  o.Model,
 		"stream": true,
 		"messages": []map[string]string{
@@ -45,6 +48,9 @@ func (o *OpenAI) Narrate(ctx context.Context, f Facts, emit func(string) error) 
 			{"role": "user", "content": "Facts: " + string(facts)},
 		},
 	})
+	if err != nil {
+		return fmt.Errorf("agent: model request: %w", err)
+	}
 	req, err := http.NewRequestWithContext(ctx, http.MethodPost, strings.TrimRight(o.BaseURL, "/")+"/chat/completions", bytes.NewReader(body))
 	if err != nil {
 		return fmt.Errorf("agent: model request: %w", err)

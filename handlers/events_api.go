@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -23,13 +24,19 @@ type apiEventsPage struct {
 
 // goneBody is the 410 answer to a cursor whose events are gone (or never
 // existed): the snapshot to start again from, with the error beside it.
-func goneBody(e apiErrorBody, snapshot any) map[string]json.RawMessage {
+func goneBody(e apiErrorBody, snapshot any) (map[string]json.RawMessage, error) {
 	out := map[string]json.RawMessage{}
-	if b, err := json.Marshal(snapshot); err == nil {
-		_ = json.Unmarshal(b, &out)
+	b, err := json.Marshal(snapshot)
+	if err == nil {
+		err = json.Unmarshal(b, &out)
 	}
-	out["error"], _ = json.Marshal(e)
-	return out
+	if err == nil {
+		out["error"], err = json.Marshal(e)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("handlers: gone body: %w", err)
+	}
+	return out, nil
 }
 
 // apiListEvents is GET /api/runs/{id}/events?after=N&limit=M: a page of
@@ -64,7 +71,11 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 			return serr
 		}
 		p := problemFor(err)
-		return c.JSON(http.StatusGone, goneBody(apiErrorBody{Code: p.code, Message: p.message}, newAPISnapshot(snap, access)))
+		body, err := goneBody(apiErrorBody{Code: p.code, Message: p.message}, newAPISnapshot(snap, access))
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusGone, body)
 	case err != nil:
 		return err
 	}

@@ -106,17 +106,21 @@ func (o *outbox) coalesce(it item) bool {
 	out := o.items[:0]
 	for _, x := range o.items {
 		if n := len(out); n > 0 && isNarration(out[n-1]) && isNarration(x) {
-			out[n-1] = mergeNarration(out[n-1], x)
-			continue
+			if merged, ok := mergeNarration(out[n-1], x); ok {
+				out[n-1] = merged
+				continue
+			}
 		}
 		out = append(out, x)
 	}
 	clear(o.items[len(out):])
 	o.items = out
 	if n := len(o.items); isNarration(it) && n > 0 && isNarration(o.items[n-1]) && o.bytes+it.size() <= o.maxBytes {
-		o.items[n-1] = mergeNarration(o.items[n-1], it)
-		o.bytes += it.size()
-		return true
+		if merged, ok := mergeNarration(o.items[n-1], it); ok {
+			o.items[n-1] = merged
+			o.bytes += it.size()
+			return true
+		}
 	}
 	if o.fits(it) {
 		o.items = append(o.items, it)
@@ -132,23 +136,28 @@ func isNarration(it item) bool {
 
 // mergeNarration joins two narration deltas into one, numbered as the
 // later one, so a subscriber that fell behind gets fewer, larger messages.
-func mergeNarration(a, b item) item {
+// A payload it cannot read is not rewritten (false): both stay as they are.
+func mergeNarration(a, b item) (item, bool) {
 	var pa, pb struct {
 		Text          string `json:"text"`
 		CoalescedFrom int64  `json:"coalesced_from,omitempty"`
 	}
-	_ = json.Unmarshal(a.ev.Payload, &pa)
-	_ = json.Unmarshal(b.ev.Payload, &pb)
+	if json.Unmarshal(a.ev.Payload, &pa) != nil || json.Unmarshal(b.ev.Payload, &pb) != nil {
+		return b, false
+	}
 	from := pa.CoalescedFrom
 	if from == 0 {
 		from = a.ev.Seq
 	}
 	pb.Text = pa.Text + pb.Text
 	pb.CoalescedFrom = from
-	payload, _ := json.Marshal(pb)
+	payload, err := json.Marshal(pb)
+	if err != nil {
+		return b, false
+	}
 	out := b
 	out.ev.Payload = payload
-	return out
+	return out, true
 }
 
 // take hands everything queued to the writer.

@@ -1,6 +1,7 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -48,8 +49,8 @@ func (s *Store) RenewLease(ctx context.Context, runID uuid.UUID, worker string, 
 	if err != nil {
 		return fmt.Errorf("store: renew lease: %w", err)
 	}
-	if n, _ := res.RowsAffected(); n == 0 {
-		return ErrLeaseLost
+	if n, err := affected(res, "renew lease"); err != nil || n == 0 {
+		return cmp.Or(err, ErrLeaseLost)
 	}
 	return nil
 }

@@ -175,8 +175,11 @@ func postgresUser() (uint32, uint32, bool) {
 	if err != nil {
 		return 0, 0, false
 	}
-	uid, _ := strconv.ParseUint(u.Uid, 10, 32)
-	gid, _ := strconv.ParseUint(u.Gid, 10, 32)
+	uid, uerr := strconv.ParseUint(u.Uid, 10, 32)
+	gid, gerr := strconv.ParseUint(u.Gid, 10, 32)
+	if uerr != nil || gerr != nil {
+		return 0, 0, false // not a numeric uid (not Linux): run as ourselves
+	}
 	return uint32(uid), uint32(gid), true
 }
 

@@ -138,6 +138,15 @@ func (s *Store) warm(ctx context.Context) error {
 	return nil
 }
 
+// affected is how many rows res changed, for the operation named what.
+func affected(res sql.Result, what string) (int64, error) {
+	n, err := res.RowsAffected()
+	if err != nil {
+		return 0, fmt.Errorf("store: %s: %w", what, err)
+	}
+	return n, nil
+}
+
 // inTx runs fn in one transaction, committing when it returns nil.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err := s.warm(ctx); err != nil {

@@ -152,9 +152,9 @@ func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on boo
 		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
 			return fmt.Errorf("store: notify grant: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n > 0 {
-			return audit(ctx, tx, grantAction(on), UserSubject(userID), map[string]any{"grant": grant})
+		if n, err := affected(res, "set grant"); err != nil || n == 0 {
+			return err // nothing changed: nothing to audit
 		}
-		return nil
+		return audit(ctx, tx, grantAction(on), UserSubject(userID), map[string]any{"grant": grant})
 	})
 }

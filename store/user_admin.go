@@ -84,7 +84,11 @@ func (s *Store) SetDisabled(ctx context.Context, userID int64, disabled bool) er
 		if err != nil {
 			return fmt.Errorf("store: disable user: %w", err)
 		}
-		if n, _ := res.RowsAffected(); n == 0 {
+		n, err := affected(res, "disable user")
+		if err != nil {
+			return err
+		}
+		if n == 0 {
 			// Already so, or no such user: tell which.
 			var exists bool
 			if err := tx.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM users WHERE id = $1)`, userID); err != nil {
