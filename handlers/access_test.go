@@ -23,10 +23,13 @@ func (a *app) signedIn(t *testing.T, email string) *http.Client {
 	return c
 }
 
+// TestLogin_RateLimitedPerAccount: one address guessing one account is
+// held back for that account (TestLogin_GuessesFromManyAddressesBounded
+// has many addresses guessing it).
 func TestLogin_RateLimitedPerAccount(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{})
-	for i := range store.LoginAttemptsPerAccount {
+	for i := range store.LoginAttemptsPerAccountAddress {
 		r := a.post(t, a.client(t), "/login", url.Values{"email": {"approver@example.com"}, "password": {fmt.Sprint("guess", i)}})
 		wantStatus(t, r, http.StatusUnauthorized)
 	}
@@ -42,8 +45,8 @@ func TestLogin_RateLimitedPerAccount(t *testing.T) {
 		t.Error("a throttled login set a session cookie")
 	}
 	// The refused attempt never reached the password check.
-	if got := a.count(t, `SELECT count(*) FROM audit_log WHERE action = 'login_failed'`); got != store.LoginAttemptsPerAccount {
-		t.Errorf("checked passwords = %d, want %d", got, store.LoginAttemptsPerAccount)
+	if got := a.count(t, `SELECT count(*) FROM audit_log WHERE action = 'login_failed'`); got != store.LoginAttemptsPerAccountAddress {
+		t.Errorf("checked passwords = %d, want %d", got, store.LoginAttemptsPerAccountAddress)
 	}
 	// Another account from the same address is not held up.
 	a.login(t, a.client(t), "support@example.com")

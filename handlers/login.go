@@ -5,6 +5,7 @@ import (
 	"net/http"
 	"strconv"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
 
@@ -28,8 +29,17 @@ func (f *loginForm) Validate() error {
 		return store.Errorf(store.CodeInvalid, "Enter your email and password.")
 	case len(f.Email) > 254 || len(f.Password) > 1024:
 		return store.Errorf(store.CodeInvalid, "That email or password is too long.")
+	case !storableEmail(f.Email):
+		return store.Errorf(store.CodeInvalid, "That email contains characters no email address has.")
 	}
 	return nil
+}
+
+// storableEmail reports whether s is text PostgreSQL can hold (valid
+// UTF-8 without NUL): anything else it refuses with an error, which must
+// not surface as a 500.
+func storableEmail(s string) bool {
+	return utf8.ValidString(s) && !strings.ContainsRune(s, 0)
 }
 
 func (h *Handler) showLoginPage(c echo.Context) error {
@@ -42,7 +52,11 @@ func (h *Handler) showLoginPage(c echo.Context) error {
 func (h *Handler) login(c echo.Context) error {
 	f := loginForm{Email: c.FormValue("email"), Password: c.FormValue("password")}
 	if err := f.Validate(); err != nil {
-		return render(c, http.StatusUnprocessableEntity, views.LoginPage(h.loginPage(f.Email, err.Error())))
+		email := f.Email
+		if !storableEmail(email) {
+			email = "" // bytes not worth echoing into the page
+		}
+		return render(c, http.StatusUnprocessableEntity, views.LoginPage(h.loginPage(email, err.Error())))
 	}
 	u, err := h.store.Authenticate(c.Request().Context(), f.Email, f.Password)
 	if errors.Is(err, store.ErrTooManyAttempts) {

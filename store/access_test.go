@@ -31,7 +31,8 @@ func TestAuthenticate_ThrottledPerAccount(t *testing.T) {
 	t.Parallel()
 	s := seeded(t)
 	for i := range store.LoginAttemptsPerAccount {
-		// Spread over addresses: the account's limit holds whatever the address.
+		// Spread over addresses: the account's limit holds whatever the
+		// address, for every address the account has not signed in from.
 		_, err := s.Authenticate(from(fmt.Sprintf("192.0.2.%d", i)), "customer@example.com", "guess")
 		if !errors.Is(err, store.ErrBadCredentials) {
 			t.Fatalf("attempt %d: err = %v, want ErrBadCredentials", i+1, err)
@@ -102,7 +103,7 @@ func TestAuthenticate_SuccessForgivesEarlierFailures(t *testing.T) {
 	s := seeded(t)
 	ctx := from("192.0.2.1")
 	for round := range 2 {
-		for range store.LoginAttemptsPerAccount - 1 {
+		for range store.LoginAttemptsPerAccountAddress - 1 {
 			if _, err := s.Authenticate(ctx, "support@example.com", "typo"); !errors.Is(err, store.ErrBadCredentials) {
 				t.Fatalf("round %d: err = %v, want ErrBadCredentials", round, err)
 			}

@@ -54,10 +54,21 @@ func (s *Store) UserBySession(ctx context.Context, id string) (*User, error) {
         WHERE id = (SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now())`, hashSessionID(id))
 }
 
-// EndSession ends a session; ending one that is gone already is fine.
+// EndSession ends a session; ending one that is gone already is fine. It
+// notifies the user's live streams, as a grant change does, so the streams
+// this session opened see it gone and close now rather than at their next
+// periodic re-check; the user's other sessions re-check and carry on.
 func (s *Store) EndSession(ctx context.Context, id string) error {
-	if _, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id_hash = $1`, hashSessionID(id)); err != nil {
-		return fmt.Errorf("store: end session: %w", err)
-	}
-	return nil
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		var userIDs []int64
+		if err := tx.SelectContext(ctx, &userIDs, `DELETE FROM sessions WHERE id_hash = $1 RETURNING user_id`, hashSessionID(id)); err != nil {
+			return fmt.Errorf("store: end session: %w", err)
+		}
+		for _, u := range userIDs {
+			if err := notifyUser(ctx, tx, u); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 }
