@@ -10,6 +10,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"os"
 	"runtime/debug"
 	"sync"
@@ -25,17 +26,21 @@ import (
 type Config struct {
 	WorkerID    string        // names this process in leases; default host-pid
 	Concurrency int           // runs worked on at once; default 4
-	Lease       time.Duration // default 30s; renewed every third of it
+	Lease       time.Duration // default 3s, renewed every third of it; a dead worker's runs resume this much later
 	Poll        time.Duration // look for work at least this often; default 1s
 	// ApprovalThreshold: refunds of at least this many minor units need an
 	// approver. Zero (the demo policy) means every refund does.
 	ApprovalThreshold int64
 	// MaxAmount: the policy refuses refunds above this many minor units
 	// (a person in support handles those). Zero means no limit.
-	MaxAmount       int64
+	MaxAmount int64
+	// OutageBudget: how long the provider may go on refusing an operation
+	// (answering that it committed nothing), counted from its first
+	// refusal, before the run fails; default 60s. Resumes and reconcile
+	// passes do not spend it.
+	OutageBudget    time.Duration
 	ProviderTimeout time.Duration // one provider call; default 5s
-	MaxAttempts     int           // provider calls refused before giving up; default 5
-	RetryBase       time.Duration // first retry delay, doubled each time; default 500ms
+	RetryBase       time.Duration // first retry delay, doubled each time, jittered; default 500ms
 	RetryMax        time.Duration // cap on a retry delay; default 30s
 	ChunkEvery      time.Duration // narration chunking; default 100ms (≤10 rows/s)
 	NarrationDelay  time.Duration // built-in narrator's delay per word
@@ -46,10 +51,10 @@ func (c *Config) fill() {
 	host, _ := os.Hostname()
 	c.WorkerID = cmp.Or(c.WorkerID, fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8]))
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
-	c.Lease = cmp.Or(c.Lease, 30*time.Second)
+	c.Lease = cmp.Or(c.Lease, 3*time.Second)
 	c.Poll = cmp.Or(c.Poll, time.Second)
 	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, 5*time.Second)
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, 5)
+	c.OutageBudget = cmp.Or(c.OutageBudget, time.Minute)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 30*time.Second)
 	c.ChunkEvery = cmp.Or(c.ChunkEvery, 100*time.Millisecond)
@@ -111,6 +116,8 @@ func (e *Executor) loop(ctx context.Context, wake <-chan struct{}) {
 	for {
 		// Work until there is nothing due, then wait.
 		for ctx.Err() == nil {
+			// The lease may start as soon as the claim is sent.
+			claimed := time.Now()
 			run, err := e.store.ClaimRun(ctx, e.cfg.WorkerID, e.cfg.Lease)
 			if errors.Is(err, store.ErrNotFound) {
 				break
@@ -121,7 +128,7 @@ func (e *Executor) loop(ctx context.Context, wake <-chan struct{}) {
 				}
 				break
 			}
-			e.work(ctx, run)
+			e.work(ctx, run, claimed)
 		}
 		select {
 		case <-ctx.Done():
@@ -132,9 +139,10 @@ func (e *Executor) loop(ctx context.Context, wake <-chan struct{}) {
 	}
 }
 
-// work holds the lease on one claimed run while it takes steps, and gives
-// it back with the time it next needs attention.
-func (e *Executor) work(ctx context.Context, run *store.Run) {
+// work holds the lease on one claimed run (claimed when the claim was
+// sent) while it takes steps, and gives it back with the time it next needs
+// attention.
+func (e *Executor) work(ctx context.Context, run *store.Run, claimed time.Time) {
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	log := e.logger.With("run", run.ID)
@@ -143,26 +151,14 @@ func (e *Executor) work(ctx context.Context, run *store.Run) {
 	renewed := make(chan struct{})
 	go func() {
 		defer close(renewed)
-		t := time.NewTicker(e.cfg.Lease / 3)
-		defer t.Stop()
-		for {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				if err := e.store.RenewLease(ctx, run.ID, e.cfg.WorkerID, e.cfg.Lease); err != nil {
-					cancel(err)
-					return
-				}
-			}
-		}
+		e.keepLease(ctx, cancel, log, run.ID, claimed)
 	}()
 
 	after, seen := e.steps(ctx, log, run)
 	cancel(nil)
 	<-renewed
 	if errors.Is(context.Cause(ctx), store.ErrLeaseLost) {
-		log.Warn("lease lost; another worker has the run")
+		log.Warn("lease lost or not renewable; leaving the run to whoever claims it next", "err", context.Cause(ctx))
 		return
 	}
 	// Release even when stopping, so another worker need not wait out the
@@ -171,6 +167,45 @@ func (e *Executor) work(ctx context.Context, run *store.Run) {
 	defer rcancel()
 	if err := e.store.ReleaseRun(rctx, run.ID, e.cfg.WorkerID, seen, after); err != nil {
 		log.Error("release run", "err", err)
+	}
+}
+
+// keepLease renews the lease on runID every third of it until ctx ends. A
+// renewal the database refuses (ErrLeaseLost) stops the work at once. One
+// that fails otherwise (a dropped connection, a stalled database) is tried
+// again at the next tick, unless the lease could run out before then: the
+// work stops while the lease is still surely held (held is when the last
+// successful renewal, or the claim, was sent), so two workers never act on
+// one run even when this one cannot reach the database.
+func (e *Executor) keepLease(ctx context.Context, cancel context.CancelCauseFunc, log *slog.Logger, runID uuid.UUID, held time.Time) {
+	every := e.cfg.Lease / 3
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+		// A slow renewal may still land in time; past the lease it is moot.
+		sent := time.Now()
+		rctx, rcancel := context.WithDeadline(ctx, held.Add(e.cfg.Lease))
+		err := e.store.RenewLease(rctx, runID, e.cfg.WorkerID, e.cfg.Lease)
+		rcancel()
+		switch {
+		case err == nil:
+			held = sent
+		case errors.Is(err, store.ErrLeaseLost):
+			cancel(err)
+			return
+		case ctx.Err() != nil:
+			return
+		case time.Until(held.Add(e.cfg.Lease)) <= every:
+			cancel(fmt.Errorf("%w: not renewed since %s: %w", store.ErrLeaseLost, held.Format(time.RFC3339Nano), err))
+			return
+		default:
+			log.Warn("renew lease failed; will try again", "err", err)
+		}
 	}
 }
 
@@ -296,9 +331,22 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		}
 		return e.submit(ctx, log, run, op)
 	}
-	// An operation we did not just create: an earlier call may have reached
-	// the provider (a worker died mid-call, or it was refused). Never re-run
-	// it blind: say we are verifying, and ask the provider first.
+	// The provider refused the latest call, and none has begun since: it
+	// committed nothing and nothing is in flight, so nothing needs
+	// verifying. Call again with the same key once the retry is on record.
+	if op.LastCallRefused {
+		// Nothing is in flight, so this is a safe boundary for a cancel too.
+		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
+			return 0, false, err
+		}
+		if err := e.store.BeginRetry(ctx, op.ID); err != nil {
+			return 0, false, err
+		}
+		return e.submit(ctx, log, run, op)
+	}
+	// An operation we did not just create whose latest call may have
+	// reached the provider (a worker died mid-call). Never re-run it blind:
+	// say we are verifying, and ask the provider first.
 	if op.State == store.OpSubmitted {
 		if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
 			Reason: "resuming: asking the payment provider whether an earlier attempt went through"}); ignoreDone(err) != nil {
@@ -339,21 +387,36 @@ func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run,
 			Reason: "no answer from the payment provider: " + err.Error()})
 		return 0, false, ignoreDone(rerr)
 	}
-	// The provider says it committed nothing: retry later, up to a cap.
-	n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+	return e.refused(ctx, log, run, op, err)
+}
+
+// refused handles a call the provider refused without committing anything.
+// An outage (ErrUnavailable) is ridden out, backing off, until the provider
+// has refused this operation for longer than the outage budget; a request
+// it calls wrong fails at once, as asking again cannot change the answer.
+func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run, op *store.Operation, err error) (time.Duration, bool, error) {
+	r, nerr := e.store.NoteRefusal(ctx, op.ID, err.Error())
 	if nerr != nil {
-		return 0, false, nerr
+		return 0, false, ignoreDone(nerr)
 	}
-	log.Warn("provider refused; will retry", "op", op.ID, "attempt", n, "err", err)
-	if n < e.cfg.MaxAttempts && !errors.Is(err, payments.ErrMismatch) && !errors.Is(err, payments.ErrInvalid) {
-		return e.backoff(n), true, nil
+	outage := errors.Is(err, payments.ErrUnavailable)
+	if outage && r.For < e.cfg.OutageBudget {
+		// The last try falls at the end of the budget, not a backoff later.
+		wait := min(e.backoff(r.Count), e.cfg.OutageBudget-r.For)
+		log.Warn("provider refused; will retry", "op", op.ID, "refusals", r.Count, "refusing_for", r.For, "retry_in", wait, "err", err)
+		return wait, true, nil
 	}
-	if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed,
-		Reason: "the payment provider was unavailable"}); ignoreDone(err) != nil {
+	log.Warn("provider refused; giving up", "op", op.ID, "refusals", r.Count, "refusing_for", r.For, "err", err)
+	reason := "the payment provider refused the request"
+	msg := "The payment provider refused this refund request. Nothing was refunded; please contact support."
+	if outage {
+		reason = fmt.Sprintf("the payment provider was unavailable for %s", r.For.Round(time.Second))
+		msg = "The payment provider could not take the refund after several tries. Nothing was refunded; please try again later."
+	}
+	if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: reason}); ignoreDone(err) != nil {
 		return 0, false, err
 	}
-	return 0, true, e.finish(ctx, run, store.StateFailed,
-		"The payment provider could not take the refund after several tries. Nothing was refunded; please try again later.")
+	return 0, true, e.finish(ctx, run, store.StateFailed, msg)
 }
 
 func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
@@ -438,13 +501,16 @@ func failedMessage(op *store.Operation) string {
 		store.FormatMoney(op.Amount, op.Currency), cmp.Or(op.LastError, "declined"))
 }
 
-// backoff is the wait before the nth retry: doubling from RetryBase, capped.
+// backoff is the wait before the nth retry: doubling from RetryBase, capped
+// at RetryMax, then drawn at random from its upper half, so runs refused
+// together do not all come back together.
 func (e *Executor) backoff(n int) time.Duration {
 	d := e.cfg.RetryBase
 	for i := 1; i < n && d < e.cfg.RetryMax; i++ {
 		d *= 2
 	}
-	return min(d, e.cfg.RetryMax)
+	d = min(d, e.cfg.RetryMax)
+	return d/2 + rand.N(d/2+1)
 }
 
 func ignoreDone(err error) error {

@@ -337,18 +337,28 @@ func TestExecutor_Provider5xx(t *testing.T) {
 		}
 		e.verify()
 	})
-	t.Run("gives up after the cap and fails the run", func(t *testing.T) {
+	t.Run("gives up once the outage outlasts the budget and fails the run", func(t *testing.T) {
 		t.Parallel()
 		e := newEnv(t, payments.Faults{FailBeforeCommit: true})
-		e.executor(agent.Config{ApprovalThreshold: 1 << 40, MaxAttempts: 3}, nil)
+		const budget = 300 * time.Millisecond
+		e.executor(agent.Config{ApprovalThreshold: 1 << 40, OutageBudget: budget}, nil)
 		run := e.start(100)
 		e.waitState(run.ID, store.StateFailed)
 		snap, err := e.s.Snapshot(context.Background(), run.ID)
 		if err != nil {
 			t.Fatal(err)
 		}
-		if op := snap.Operations[0]; op.State != store.OpFailed || op.Attempts < 3 {
-			t.Errorf("operation %s after %d attempts, want failed after 3", op.State, op.Attempts)
+		if op := snap.Operations[0]; op.State != store.OpFailed {
+			t.Errorf("operation %s, want failed", op.State)
+		}
+		var refusals int
+		var refusedFor time.Duration
+		if err := e.db.QueryRow(`SELECT o.refusals, (extract(epoch FROM r.finished_at - o.first_refused_at) * 1e6)::bigint
+            FROM operations o JOIN runs r ON r.id = o.run_id WHERE o.run_id = $1`, run.ID).Scan(&refusals, &refusedFor); err != nil {
+			t.Fatal(err)
+		}
+		if refusedFor *= time.Microsecond; refusedFor < budget || refusals < 3 {
+			t.Errorf("run failed %v after the first of %d refusals, want at least %v and several tries", refusedFor, refusals, budget)
 		}
 		if !strings.Contains(snap.FinalMessage.Body, "Nothing was refunded") {
 			t.Errorf("final message = %q, want it to say nothing was refunded", snap.FinalMessage.Body)

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 )
 
 // ErrLeaseLost means another worker holds the run now: this worker's lease
@@ -57,24 +58,46 @@ func (s *Store) RenewLease(ctx context.Context, runID uuid.UUID, worker string, 
 
 // ReleaseRun gives up worker's lease and sets when the run needs attention
 // next: after from now, or never by itself when after is zero (it waits for
-// a person). If anything was appended since seenSeq (a cancel, an approval),
-// the run is due at once instead, so no command waits for a timer.
+// a person). If a person's command (an approval or a cancel) was appended
+// after seenSeq, the run is due at once instead, so no command waits for a
+// timer. Only commands count: the worker's own events of its last step
+// (narration, operation.reconciling) are no reason to come back early, and
+// counting them turned every backoff into an immediate retry.
 func (s *Store) ReleaseRun(ctx context.Context, runID uuid.UUID, worker string, seenSeq int64, after time.Duration) error {
 	next := "infinity"
 	if after > 0 {
 		next = time.Now().Add(after).UTC().Format(time.RFC3339Nano)
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL,
-        next_attempt_at = CASE WHEN last_seq > $3 THEN now() ELSE $4::timestamptz END
-        WHERE id = $1 AND lease_owner = $2`, runID, worker, seenSeq, next)
-	if err != nil {
-		return fmt.Errorf("store: release run: %w", err)
-	}
-	return nil
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		// Lock the run before looking for commands: a statement reads with
+		// the snapshot it started with, so one that waited for a command's
+		// lock would miss the command and overwrite its wake-up. Commands
+		// committed after this lock see the lease gone and wake the run
+		// themselves.
+		var held bool
+		if err := tx.GetContext(ctx, &held, `SELECT lease_owner IS NOT DISTINCT FROM $2 FROM runs WHERE id = $1 FOR UPDATE`,
+			runID, worker); errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		} else if err != nil {
+			return fmt.Errorf("store: release run: %w", err)
+		}
+		if !held {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL,
+            next_attempt_at = CASE WHEN EXISTS (SELECT 1 FROM run_events
+                    WHERE run_id = $1 AND seq > $2 AND type IN ('approval.granted', 'cancel.requested'))
+                THEN now() ELSE $3::timestamptz END
+            WHERE id = $1`, runID, seenSeq, next); err != nil {
+			return fmt.Errorf("store: release run: %w", err)
+		}
+		return nil
+	})
 }
 
-// NoteAttempt counts a provider call that committed nothing (the provider
-// said so), with the reason, so retries can be capped.
+// NoteAttempt counts a reconcile lookup that got no answer, with the reason,
+// so the next lookup backs off further. It never fails the run: an outcome
+// that may have committed stays reconciling until the provider answers.
 func (s *Store) NoteAttempt(ctx context.Context, opID uuid.UUID, reason string) (int, error) {
 	var n int
 	err := s.db.GetContext(ctx, &n, `UPDATE operations SET attempts = attempts + 1, last_error = $2, updated_at = now()

@@ -34,10 +34,14 @@ type Operation struct {
 	LastError   string         `db:"last_error" json:"-"`
 	CreatedAt   time.Time      `db:"created_at" json:"created_at"`
 	UpdatedAt   time.Time      `db:"updated_at" json:"updated_at"`
+	// LastCallRefused: the latest provider call about the operation was
+	// refused (it committed nothing) and no call has begun since, so nothing
+	// about the operation is unknown (see NoteRefusal).
+	LastCallRefused bool `db:"last_call_refused" json:"-"`
 }
 
 const operationColumns = `id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts,
-    last_error, created_at, updated_at`
+    last_error, created_at, updated_at, last_call_refused`
 
 // SubmitOperation records the intent to refund the run's amount before the
 // provider is called: a submitted ledger row and operation.submitted, with
@@ -140,7 +144,8 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 			return "", nil, fmt.Errorf("store: record outcome: unknown state %q", out.State)
 		}
 		if err := tx.GetContext(ctx, &op, `UPDATE operations SET state = $2, provider_ref = COALESCE($3, provider_ref),
-            last_error = $4, attempts = attempts + 1, updated_at = now() WHERE id = $1 RETURNING `+operationColumns,
+            last_error = $4, attempts = attempts + 1, last_call_refused = false, updated_at = now()
+            WHERE id = $1 RETURNING `+operationColumns,
 			op.ID, out.State, ref, out.Reason); err != nil {
 			return "", nil, fmt.Errorf("store: record outcome: %w", err)
 		}
@@ -157,6 +162,49 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 		return nil, err
 	}
 	return &op, err
+}
+
+// Refusal is how long the payment provider has been refusing an operation.
+type Refusal struct {
+	Count int           // refusals so far, this one included
+	For   time.Duration // since the operation's first refusal, by the database's clock
+}
+
+// NoteRefusal records that the provider refused a call about the operation
+// and committed nothing (a 503 or 429), with the reason. The outage budget
+// is counted from the first refusal, kept in the row, so neither a resume
+// nor a reconcile pass spends it, whichever worker makes them. It also marks
+// that no call is in flight: until BeginRetry, a resumed worker knows the
+// operation committed nothing and may call again with the same key.
+func (s *Store) NoteRefusal(ctx context.Context, opID uuid.UUID, reason string) (Refusal, error) {
+	var r struct {
+		Count  int   `db:"refusals"`
+		Micros int64 `db:"micros"`
+	}
+	err := s.db.GetContext(ctx, &r, `UPDATE operations SET refusals = refusals + 1, attempts = attempts + 1,
+            first_refused_at = COALESCE(first_refused_at, now()), last_call_refused = true,
+            last_error = $2, updated_at = now()
+        WHERE id = $1 AND state IN ('submitted', 'reconciling')
+        RETURNING refusals, (extract(epoch FROM now() - first_refused_at) * 1e6)::bigint AS micros`, opID, reason)
+	if errors.Is(err, sql.ErrNoRows) {
+		return Refusal{}, ErrAlreadyDone
+	}
+	if err != nil {
+		return Refusal{}, fmt.Errorf("store: note refusal: %w", err)
+	}
+	return Refusal{Count: r.Count, For: time.Duration(r.Micros) * time.Microsecond}, nil
+}
+
+// BeginRetry records that a call about a refused operation is about to
+// begin. From here on the outcome is unknown again until the call answers:
+// a worker that resumes the operation after this must ask the provider
+// before anything else.
+func (s *Store) BeginRetry(ctx context.Context, opID uuid.UUID) error {
+	if _, err := s.db.ExecContext(ctx, `UPDATE operations SET last_call_refused = false, updated_at = now()
+        WHERE id = $1`, opID); err != nil {
+		return fmt.Errorf("store: begin retry: %w", err)
+	}
+	return nil
 }
 
 // OperationsByRun lists a run's ledger rows.

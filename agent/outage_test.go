@@ -1,0 +1,140 @@
+package agent_test
+
+import (
+	"context"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/internal/testkit"
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+)
+
+// callTimes is a Provider that records when each refund call was made.
+type callTimes struct {
+	payments.Provider
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (c *callTimes) Refund(ctx context.Context, req payments.RefundRequest) (payments.Receipt, error) {
+	c.mu.Lock()
+	c.calls = append(c.calls, time.Now())
+	c.mu.Unlock()
+	return c.Provider.Refund(ctx, req)
+}
+
+// gaps are the pauses between consecutive refund calls.
+func (c *callTimes) gaps() []time.Duration {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var gs []time.Duration
+	for i := 1; i < len(c.calls); i++ {
+		gs = append(gs, c.calls[i].Sub(c.calls[i-1]))
+	}
+	return gs
+}
+
+// The reproduction: the provider answers 503 to the next four
+// calls. It used to be called at +0, +9 ms, +13 ms and +4.9 s and the run
+// ended failed, because the step's own events made the run due again at
+// once and every resume counted as an attempt.
+func TestExecutor_ProviderOutageIsRiddenOut(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Error5xxNext: 4})
+	const base = 100 * time.Millisecond
+	calls := &callTimes{Provider: e.client}
+	testkit.StartExecutor(t, e.s, nil, calls, nil, agent.Config{ApprovalThreshold: 1 << 40,
+		ProviderTimeout: 2 * time.Second, RetryBase: base})
+	run := e.start(100)
+	e.waitState(run.ID, store.StateCompleted)
+
+	t.Run("one refund in the provider's ledger", func(t *testing.T) {
+		ops, err := e.s.OperationsByRun(context.Background(), run.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if l := e.ledger(); len(l) != 1 || l[0].Key != ops[0].ID.String() || l[0].Status != payments.StatusSucceeded {
+			t.Errorf("provider ledger = %+v, want one refund under key %s", l, ops[0].ID)
+		}
+		e.verify()
+	})
+	t.Run("a refusal is not an unknown outcome", func(t *testing.T) {
+		// The provider said it committed nothing: no "verifying" on the page.
+		if got, want := strings.Join(e.types(run.ID), ","), "run.created,run.planning,action.proposed,approval.granted,"+
+			"operation.submitted,operation.succeeded,message.final,run.completed"; got != want {
+			t.Errorf("business events:\n got %s\nwant %s", got, want)
+		}
+	})
+	t.Run("the calls' spacing grows", func(t *testing.T) {
+		gaps := calls.gaps()
+		if len(gaps) != 4 {
+			t.Fatalf("%d refund calls, want 5 (four refused, one taken)", len(gaps)+1)
+		}
+		// The nth wait is drawn from [base·2ⁿ⁻¹/2, base·2ⁿ⁻¹].
+		for i, g := range gaps {
+			if floor := base << i / 2; g < floor {
+				t.Errorf("pause before call %d = %v, want at least %v (all pauses: %v)", i+2, g, floor, gaps)
+			}
+		}
+		if gaps[3] < 2*gaps[0] {
+			t.Errorf("pauses %v do not grow", gaps)
+		}
+	})
+}
+
+// The provider is down for refunds and lookups alike, longer than the
+// budget. The run fails once the budget is spent, not before, saying nothing
+// was refunded. No lookup is needed to get there: the worker knows its last
+// call was refused, so nothing is unknown.
+func TestExecutor_OutageBudgetCountsFromFirstRefusal(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Error5xxNext: 1000, LookupError5xxNext: 1000})
+	const budget = 400 * time.Millisecond
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, OutageBudget: budget, RetryBase: 50 * time.Millisecond}, nil)
+	start := time.Now()
+	run := e.start(100)
+	r := e.waitState(run.ID, store.StateFailed)
+	if took := time.Since(start); took < budget {
+		t.Errorf("run failed after %v, want the %v budget ridden out first", took, budget)
+	}
+	snap, err := e.s.Snapshot(context.Background(), r.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(snap.FinalMessage.Body, "Nothing was refunded") {
+		t.Errorf("final message = %q, want it to say nothing was refunded", snap.FinalMessage.Body)
+	}
+	if got := len(e.ledger()); got != 0 {
+		t.Errorf("provider ledger = %d refunds, want 0", got)
+	}
+	if got := e.sim.Faults().LookupError5xxNext; got != 1000 {
+		t.Errorf("the worker looked the refund up %d times after refusals, want never", 1000-got)
+	}
+	e.verify()
+}
+
+// A worker that resumes an operation whose outcome is unknown asks the
+// provider before anything else, however long that takes: reconciling
+// spends none of the outage budget, and never fails the run.
+func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
+	t.Parallel()
+	// The first call times out before the provider commits: unknown.
+	e := newEnv(t, payments.Faults{Latency: 5 * time.Second})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond,
+		OutageBudget: time.Millisecond, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nil)
+	run := e.start(100)
+	e.waitState(run.ID, store.StateReconciling)
+	// Then lookups fail for a while, well past the budget.
+	if err := e.sim.SetFaults(payments.Faults{LookupError5xxNext: 6}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+	e.verify()
+}
