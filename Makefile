@@ -6,6 +6,10 @@ SHELL := /bin/bash
 
 GO           ?= go
 TEST_TIMEOUT ?= 8m
+# Inputs each fuzz target tries in `make test`, beyond its seed corpus. A
+# count, not a -fuzztime duration: in Go 1.26 a duration can end the run
+# with a spurious "context deadline exceeded" (go.dev/issue/75804).
+FUZZ_EXECS   ?= 2000
 PG_BIN       := /usr/lib/postgresql/15/bin
 CHROMIUM     := /usr/lib/chromium/chromium
 VENDOR       := static/vendor
@@ -21,12 +25,18 @@ build: $(VENDOR_FILES)
 run: deps-run build
 	./bin/refundd dev
 
-## test: install what is missing, then gofmt check, go vet and every test (browser ones included)
+## test: install what is missing, then gofmt check, go vet, every test (browser ones included) and a short fuzz run
 test: deps $(VENDOR_FILES)
 	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './node_modules/*' -not -path './.data/*'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) test -timeout $(TEST_TIMEOUT) ./...
+	$(GO) test -run '^$$' -fuzz '^FuzzParseCursor$$' -fuzztime $(FUZZ_EXECS)x ./store
+	$(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStartBody$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzReadReceipt$$' -fuzztime $(FUZZ_EXECS)x ./payments
 
 ## generate: regenerate the templ components (their output is committed)
 generate:

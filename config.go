@@ -7,6 +7,7 @@ import (
 	"log/slog"
 	"net"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -25,6 +26,12 @@ type Config struct {
 	SessionKey   string        // SESSION_KEY: secret the session cookie keys derive from
 	CookieSecure bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
 	ReplayWindow time.Duration // REPLAY_WINDOW: how long presentation events are kept
+	// ALLOWED_HOSTS: the host names the web server answers to (a defence
+	// against DNS rebinding); default ADDR's host and the loopback names.
+	AllowedHosts []string
+	// REQUEST_TIMEOUT: how long a request (streams aside) may take before
+	// it is answered 503.
+	RequestTimeout time.Duration
 	// BUSINESS_RETENTION: how long finished runs' business events are kept;
 	// zero (the default) keeps them forever.
 	BusinessRetention time.Duration
@@ -38,8 +45,13 @@ type Config struct {
 	// (support handles those); 0 means no limit.
 	MaxRefund int64
 	// WORKER_LEASE: how long a worker's claim on a run lasts without
-	// renewal; after a crash, another worker resumes the run this much later.
+	// renewal (renewed every third of it); after a crash, another worker
+	// resumes the run about this much later.
 	WorkerLease time.Duration
+	// PROVIDER_OUTAGE_BUDGET: how long the payment provider may go on
+	// refusing a refund, from its first refusal, before the run fails with
+	// nothing refunded.
+	ProviderOutageBudget time.Duration
 
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
 	ModelName    string // MODEL_NAME
@@ -68,6 +80,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	}
 	var p problems
 	c.checkConnections(env, &p)
+	c.readWeb(env, &p)
 	c.readPolicy(env, &p)
 	c.checkModelAndLogging(env, &p)
 	if len(p) > 0 {
@@ -113,6 +126,35 @@ func (c *Config) checkConnections(env func(string) string, p *problems) {
 	}
 }
 
+// readWeb reads which hosts the web server answers to and how long a
+// request may take. By default a local instance answers to its listen host
+// and the loopback names only, so that a DNS-rebinding page cannot drive it.
+func (c *Config) readWeb(env func(string) string, p *problems) {
+	if v := env("ALLOWED_HOSTS"); v != "" {
+		for _, h := range strings.Split(v, ",") {
+			h = strings.TrimSpace(h)
+			if h == "" || strings.ContainsAny(h, "/: ") && net.ParseIP(h) == nil {
+				p.add("ALLOWED_HOSTS must be host names without port or scheme, separated by commas, got %q", v)
+				break
+			}
+			c.AllowedHosts = append(c.AllowedHosts, h)
+		}
+	} else {
+		c.AllowedHosts = handlers.LoopbackHosts()
+		if host, _, err := net.SplitHostPort(c.Addr); err == nil && host != "" && !slices.Contains(c.AllowedHosts, host) {
+			c.AllowedHosts = append(c.AllowedHosts, host)
+		}
+	}
+	c.RequestTimeout = handlers.DefaultRequestTimeout
+	if v := env("REQUEST_TIMEOUT"); v != "" {
+		d, err := time.ParseDuration(v)
+		if err != nil || d <= 0 {
+			p.add("REQUEST_TIMEOUT must be a positive duration such as 10s, got %q", v)
+		}
+		c.RequestTimeout = d
+	}
+}
+
 // readPolicy reads how long things are kept and what refunds are allowed.
 func (c *Config) readPolicy(env func(string) string, p *problems) {
 	c.ReplayWindow = 15 * time.Minute
@@ -130,20 +172,27 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 		}
 		c.BusinessRetention = d
 	}
-	c.WorkerLease = 30 * time.Second
-	if v := env("WORKER_LEASE"); v != "" {
-		d, err := time.ParseDuration(v)
-		if err != nil || d < time.Second {
-			p.add("WORKER_LEASE must be a duration of at least 1s such as 30s, got %q", v)
-		}
-		c.WorkerLease = d
-	}
+	c.WorkerLease = atLeast(env, p, "WORKER_LEASE", 3*time.Second, time.Second)
+	c.ProviderOutageBudget = atLeast(env, p, "PROVIDER_OUTAGE_BUDGET", time.Minute, time.Second)
 	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
 	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
 		p.add("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
 	}
 	c.MaxRefund = minorUnits(env, p, "MAX_REFUND")
 	c.ApprovalThreshold = minorUnits(env, p, "APPROVAL_THRESHOLD")
+}
+
+// atLeast reads a duration of at least min; unset is def.
+func atLeast(env func(string) string, p *problems, name string, def, min time.Duration) time.Duration {
+	v := env(name)
+	if v == "" {
+		return def
+	}
+	d, err := time.ParseDuration(v)
+	if err != nil || d < min {
+		p.add("%s must be a duration of at least %s such as %s, got %q", name, min, def, v)
+	}
+	return d
 }
 
 // minorUnits reads an amount in minor units (cents); unset is 0.

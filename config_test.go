@@ -2,6 +2,7 @@ package main
 
 import (
 	"log/slog"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -26,6 +27,8 @@ func TestLoadConfig_Defaults(t *testing.T) {
 		{"SessionKey", c.SessionKey, ""},
 		{"CookieSecure", c.CookieSecure, false},
 		{"ReplayWindow", c.ReplayWindow, 15 * time.Minute},
+		{"WorkerLease", c.WorkerLease, 3 * time.Second},
+		{"ProviderOutageBudget", c.ProviderOutageBudget, time.Minute},
 		{"ModelBaseURL", c.ModelBaseURL, ""},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
 		{"LogFormat", c.LogFormat, "text"},
@@ -70,9 +73,16 @@ func TestLoadConfig_BadValues(t *testing.T) {
 		{"short key", "SESSION_KEY", "hunter2", "SESSION_KEY must be at least 32"},
 		{"cookie", "COOKIE_SECURE", "maybe", "COOKIE_SECURE"},
 		{"window", "REPLAY_WINDOW", "15", "REPLAY_WINDOW"},
+		{"lease", "WORKER_LEASE", "500ms", "WORKER_LEASE must be a duration of at least 1s"},
+		{"outage budget", "PROVIDER_OUTAGE_BUDGET", "soon", "PROVIDER_OUTAGE_BUDGET must be a duration"},
 		{"model alone", "MODEL_BASE_URL", "http://m/v1", "MODEL_NAME must be set together"},
 		{"log level", "LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"log format", "LOG_FORMAT", "xml", "LOG_FORMAT"},
+		{"host with port", "ALLOWED_HOSTS", "refundd.example:8080", "ALLOWED_HOSTS must be host names"},
+		{"host as URL", "ALLOWED_HOSTS", "https://refundd.example", "ALLOWED_HOSTS must be host names"},
+		{"empty host", "ALLOWED_HOSTS", "a.example,,b.example", "ALLOWED_HOSTS must be host names"},
+		{"request timeout", "REQUEST_TIMEOUT", "10", "REQUEST_TIMEOUT"},
+		{"zero request timeout", "REQUEST_TIMEOUT", "0s", "REQUEST_TIMEOUT"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadConfig(func(k string) string {
@@ -91,5 +101,51 @@ func TestLoadConfig_BadValues(t *testing.T) {
 				t.Errorf("error echoes the secret: %q", err)
 			}
 		})
+	}
+}
+
+// TestLoadConfig_AllowedHosts: by default a local instance answers to its
+// listen host and the loopback names only (DNS rebinding); a setting
+// replaces that list.
+func TestLoadConfig_AllowedHosts(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name string
+		env  map[string]string
+		want []string
+	}{
+		{"default", nil, []string{"localhost", "127.0.0.1", "::1"}},
+		{"listen host added", map[string]string{"ADDR": "10.1.2.3:8080"}, []string{"localhost", "127.0.0.1", "::1", "10.1.2.3"}},
+		{"all interfaces", map[string]string{"ADDR": ":8080"}, []string{"localhost", "127.0.0.1", "::1"}},
+		{"set", map[string]string{"ALLOWED_HOSTS": " refunds.example.com, ::1 ,*"}, []string{"refunds.example.com", "::1", "*"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			c, err := LoadConfig(func(k string) string { return tc.env[k] })
+			if err != nil {
+				t.Fatal(err)
+			}
+			if !slices.Equal(c.AllowedHosts, tc.want) {
+				t.Errorf("AllowedHosts = %q, want %q", c.AllowedHosts, tc.want)
+			}
+		})
+	}
+}
+
+func TestLoadConfig_RequestTimeout(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]time.Duration{"": 10 * time.Second, "250ms": 250 * time.Millisecond} {
+		c, err := LoadConfig(func(k string) string {
+			if k == "REQUEST_TIMEOUT" {
+				return value
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.RequestTimeout != want {
+			t.Errorf("REQUEST_TIMEOUT=%q: RequestTimeout = %v, want %v", value, c.RequestTimeout, want)
+		}
 	}
 }

@@ -59,7 +59,7 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 	}
 	provider := payments.NewClient(cfg.ProviderURL, 0)
 	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
-		NarrationDelay: 40 * time.Millisecond},
+		OutageBudget: cfg.ProviderOutageBudget, NarrationDelay: 40 * time.Millisecond},
 		st, provider, narrator, listener, logger.With("part", "worker"))
 	x.Start(ctx)
 	pruner := &store.Pruner{Store: st, Logger: logger.With("part", "pruner"),
@@ -105,10 +105,12 @@ func startProvider(ctx context.Context, cfg Config, databaseURL string, logger *
 // HTTP shutdown ends them at once (handlers registers that itself).
 func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.Logger, demo bool) (*echo.Echo, error) {
 	return handlers.New(handlers.Config{
-		SessionKey:   cfg.SessionKey,
-		CookieSecure: cfg.CookieSecure,
-		DemoLogins:   demo,
-		Listener:     listener,
+		SessionKey:     cfg.SessionKey,
+		CookieSecure:   cfg.CookieSecure,
+		DemoLogins:     demo,
+		Listener:       listener,
+		AllowedHosts:   cfg.AllowedHosts,
+		RequestTimeout: cfg.RequestTimeout,
 		// A customer without refund_access sees their runs' status, or
 		// nothing at all.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",

@@ -1,12 +1,17 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
+	"reflect"
+	"slices"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -18,6 +23,9 @@ import (
 const (
 	codeMissingIdempotencyKey = "missing_idempotency_key"
 	codeInvalidJSON           = "invalid_json"
+	// codeBodyTooLarge is the one code for a body over the limit, whether
+	// its Content-Length said so (the body limit) or reading it did.
+	codeBodyTooLarge = "body_too_large"
 )
 
 // apiBadRequest is a 400 with its own code: the request could not be read,
@@ -171,8 +179,8 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 		return apiBadRequest(c, codeMissingIdempotencyKey, "Send an Idempotency-Key header: the same key returns the run it already started.")
 	}
 	var body apiStartBody
-	if msg := decodeJSON(c.Request().Body, &body); msg != "" {
-		return apiBadRequest(c, codeInvalidJSON, msg)
+	if bad := decodeJSON(c.Request().Body, &body); bad != nil {
+		return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: bad.message}})
 	}
 	run, created, err := h.store.StartRun(c.Request().Context(), store.StartRequest{
 		OwnerID: u.ID, ClientRequestID: key, OrderID: body.OrderID, Amount: body.Amount, Reason: body.Reason,
@@ -188,28 +196,122 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	return c.JSON(status, newAPIRun(run))
 }
 
-// decodeJSON reads exactly one JSON object into v. It returns what is wrong
-// with the body in words, or "" when it was read.
-func decodeJSON(r io.Reader, v any) string {
-	dec := json.NewDecoder(r)
+// badBody is a request body that cannot be read: the answer to send
+// instead of calling the store.
+type badBody struct {
+	status        int
+	code, message string
+}
+
+func invalidJSON(msg string) *badBody {
+	return &badBody{status: http.StatusBadRequest, code: codeInvalidJSON, message: msg}
+}
+
+// decodeJSON reads exactly one JSON object into v, a pointer to a struct.
+// It says what is wrong with the body, or nil when it was read.
+// jsonSpace is the white space JSON allows between values.
+const jsonSpace = " \t\r\n"
+
+func decodeJSON(r io.Reader, v any) *badBody {
+	data, err := io.ReadAll(r)
+	switch {
+	case tooLarge(err):
+		return &badBody{status: http.StatusRequestEntityTooLarge, code: codeBodyTooLarge,
+			message: "The body is larger than this server accepts."}
+	case err != nil:
+		return invalidJSON("The body could not be read.")
+	case !utf8.Valid(data):
+		// encoding/json would quietly replace the bad bytes.
+		return invalidJSON("The body is not valid UTF-8.")
+	}
+	if trimmed := bytes.TrimLeft(data, jsonSpace); len(trimmed) > 0 && trimmed[0] != '{' {
+		// null, an array or a bare value is not the object the API takes.
+		return invalidJSON("The body is not a valid JSON object.")
+	}
+	if msg := strictKeys(data, v); msg != "" {
+		return invalidJSON(msg)
+	}
+	dec := json.NewDecoder(bytes.NewReader(data))
 	// A misspelt field is a mistake to report, not a field to ignore.
 	dec.DisallowUnknownFields()
-	err := dec.Decode(v)
+	err = dec.Decode(v)
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF):
-		return "The body is empty: send a JSON object."
+		return invalidJSON("The body is empty: send a JSON object.")
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return "The field " + typeErr.Field + " has the wrong type: " + expected(typeErr.Type.Kind().String()) + "."
+		return invalidJSON("The field " + typeErr.Field + " has the wrong type: " + expected(typeErr.Type.Kind().String()) + ".")
 	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field"):
-		return "The body has an unknown field: " + strings.TrimPrefix(err.Error(), "json: unknown field ") + "."
+		return invalidJSON("The body has an unknown field: " + strings.TrimPrefix(err.Error(), "json: unknown field ") + ".")
 	case err != nil:
-		return "The body is not a valid JSON object."
+		return invalidJSON("The body is not a valid JSON object.")
 	}
-	if dec.More() {
-		return "The body has more than one JSON value."
+	// Only white space may follow the object (dec.More stops at a stray
+	// "}" or "]", so it cannot tell).
+	if len(bytes.TrimLeft(data[dec.InputOffset():], jsonSpace)) > 0 {
+		return invalidJSON("The body has more than one JSON value.")
+	}
+	return nil
+}
+
+// tooLarge reports whether reading a body failed because it passed the
+// limit. A body without a Content-Length (chunked) is found too large only
+// while it is read: echo's body limit then fails the read with its 413,
+// net/http's MaxBytesReader with *http.MaxBytesError.
+func tooLarge(err error) bool {
+	var maxErr *http.MaxBytesError
+	var he *echo.HTTPError
+	return errors.As(err, &maxErr) || (errors.As(err, &he) && he.Code == http.StatusRequestEntityTooLarge)
+}
+
+// strictKeys says what is wrong with the keys of data's top-level object,
+// or "" when nothing is. encoding/json matches keys ignoring case and lets
+// the last duplicate win, so {"AMOUNT":1,"amount":2} would mean 2: every
+// key must name a field of v exactly, once. Data that is no object is left
+// for Decode to report.
+func strictKeys(data []byte, v any) string {
+	fields := jsonFields(reflect.TypeOf(v).Elem())
+	dec := json.NewDecoder(bytes.NewReader(data))
+	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
+		return ""
+	}
+	seen := map[string]bool{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return ""
+		}
+		key, _ := t.(string)
+		switch {
+		case seen[key]:
+			return fmt.Sprintf("The body has the field %q more than once.", key)
+		case !slices.Contains(fields, key):
+			for _, f := range fields {
+				if strings.EqualFold(f, key) {
+					return fmt.Sprintf("The body has an unknown field %q: field names are case-sensitive, did you mean %q?", key, f)
+				}
+			}
+			return fmt.Sprintf("The body has an unknown field %q.", key)
+		}
+		seen[key] = true
+		if err := dec.Decode(&json.RawMessage{}); err != nil {
+			return ""
+		}
 	}
 	return ""
+}
+
+// jsonFields are the names the fields of struct type t have in JSON. The
+// API's bodies are flat: no embedded structs.
+func jsonFields(t reflect.Type) []string {
+	var names []string
+	for f := range t.Fields() {
+		name, _, _ := strings.Cut(f.Tag.Get("json"), ",")
+		if name != "" && name != "-" {
+			names = append(names, name)
+		}
+	}
+	return names
 }
 
 func expected(kind string) string {

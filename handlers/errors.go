@@ -38,7 +38,12 @@ var statusByCode = map[string]int{
 const (
 	codeUnauthorized = "unauthorized"
 	codeInternal     = "internal"
+	codeUnavailable  = "unavailable"
 )
+
+// retryAfter is what a 503 asks the client to wait, in seconds: a stalled
+// database or an overloaded one needs a moment, not a hammering.
+const retryAfter = "5"
 
 // words are the default title and message per status, for errors that carry
 // no person-readable message of their own.
@@ -51,9 +56,10 @@ var words = map[int][2]string{
 	http.StatusConflict:              {"Conflict", "Something changed in the meantime. Reload and try again."},
 	http.StatusGone:                  {"No longer available", "What you asked for is no longer kept."},
 	http.StatusRequestEntityTooLarge: {"Too large", "The request was too large."},
+	http.StatusMisdirectedRequest:    {"Wrong address", "This server does not answer to that address. Open it by its own name."},
 	http.StatusUnprocessableEntity:   {"Please check your input", "Some of what you entered is not valid."},
 	http.StatusTooManyRequests:       {"Slow down", "Too many requests. Wait a moment and try again."},
-	http.StatusServiceUnavailable:    {"Unavailable", "The service is not available right now. Try again shortly."},
+	http.StatusServiceUnavailable:    {"Unavailable", "The service is not available right now. Try again in a few seconds; if you had sent something, check whether it went through before sending it again."},
 	http.StatusInternalServerError:   {"Something went wrong", "Something went wrong on our side. Please try again."},
 }
 
@@ -62,6 +68,9 @@ func problemFor(err error) problem {
 	var se *store.Error
 	var he *echo.HTTPError
 	switch {
+	case errors.Is(err, context.DeadlineExceeded):
+		// Checked first: the store may wrap it in an error of its own.
+		p.status, p.code = http.StatusServiceUnavailable, codeUnavailable
 	case errors.As(err, &se):
 		p.code = se.Code
 		p.message = se.Message
@@ -103,9 +112,11 @@ func codeForStatus(status int) string {
 	case http.StatusMethodNotAllowed:
 		return "method_not_allowed"
 	case http.StatusRequestEntityTooLarge:
-		return "too_large"
+		return codeBodyTooLarge
 	case http.StatusTooManyRequests:
 		return "rate_limited"
+	case http.StatusServiceUnavailable:
+		return codeUnavailable
 	}
 	if status >= 500 {
 		return codeInternal
@@ -130,6 +141,9 @@ func (h *Handler) handleError(err error, c echo.Context) {
 	}
 	if c.Response().Committed {
 		return
+	}
+	if p.status == http.StatusServiceUnavailable {
+		c.Response().Header().Set("Retry-After", retryAfter)
 	}
 	var werr error
 	switch {

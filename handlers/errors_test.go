@@ -30,7 +30,7 @@ func TestProblemFor(t *testing.T) {
 		{"bad credentials", store.ErrBadCredentials, http.StatusUnauthorized, codeUnauthorized, "wrong email or password"},
 		{"echo 404", echo.ErrNotFound, http.StatusNotFound, store.CodeNotFound, "nothing here"},
 		{"echo 405", echo.ErrMethodNotAllowed, http.StatusMethodNotAllowed, "method_not_allowed", "does not accept"},
-		{"echo 413", echo.ErrStatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge, "too_large", "too large"},
+		{"echo 413", echo.ErrStatusRequestEntityTooLarge, http.StatusRequestEntityTooLarge, "body_too_large", "too large"},
 		{"unexpected", errors.New("pq: connection refused to 10.0.0.7"), http.StatusInternalServerError, codeInternal, "on our side"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

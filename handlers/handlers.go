@@ -7,7 +7,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net"
 	"net/http"
+	"strings"
+	"time"
 
 	"github.com/gorilla/sessions"
 	"github.com/labstack/echo/v4"
@@ -33,7 +36,20 @@ type Config struct {
 	// RevokedSeeNothing: a customer who lost refund_access sees nothing of
 	// their runs (404, streams closed) instead of their state and outcome.
 	RevokedSeeNothing bool
+	// AllowedHosts are the host names (no port) requests may be addressed
+	// to; "*" allows any. Empty means LoopbackHosts.
+	AllowedHosts []string
+	// RequestTimeout bounds every request but the streams; past it the
+	// client gets 503. Zero means DefaultRequestTimeout.
+	RequestTimeout time.Duration
 }
+
+// DefaultRequestTimeout is Config.RequestTimeout's default.
+const DefaultRequestTimeout = 10 * time.Second
+
+// LoopbackHosts are the names a local instance is reached by, the default
+// of Config.AllowedHosts.
+func LoopbackHosts() []string { return []string{"localhost", "127.0.0.1", "::1"} }
 
 // Handler holds what every handler shares. Handlers are its methods, one
 // file per area, and all routes are in routes().
@@ -59,6 +75,12 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 
 	e := echo.New()
 	h.cfg.Stream.fill()
+	if len(h.cfg.AllowedHosts) == 0 {
+		h.cfg.AllowedHosts = LoopbackHosts()
+	}
+	if h.cfg.RequestTimeout <= 0 {
+		h.cfg.RequestTimeout = DefaultRequestTimeout
+	}
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
 	h.streams = newOpenStreams()
 	e.Server.RegisterOnShutdown(h.streams.Close)
@@ -72,8 +94,10 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	e.Use(
 		h.logRequests,
 		middleware.Recover(),
-		h.recordActor,
+		// First, so that refusals carry the headers too.
 		securityHeaders,
+		allowHosts(h.cfg.AllowedHosts),
+		h.recordActor,
 		crossOriginProtection(),
 		middleware.BodyLimit("1M"),
 	)
@@ -92,15 +116,19 @@ type route struct {
 
 // routes is the one table of every route. Rows say who may call them:
 // public rows skip the session; session rows know the user if there is one;
-// signedIn rows require one.
+// signedIn rows require one. Every row that touches the database is bounded
+// by the request deadline, except the streams, which live as long as their
+// client watches and end themselves.
 func (h *Handler) routes() []route {
 	public := []echo.MiddlewareFunc(nil)
-	session := []echo.MiddlewareFunc{h.loadUser}
-	signedIn := []echo.MiddlewareFunc{h.loadUser, h.requireUser}
+	session := []echo.MiddlewareFunc{h.deadline, h.loadUser}
+	signedIn := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser}
 	// api rows take a bearer token as well as the session.
-	api := []echo.MiddlewareFunc{h.loadAPIUser, h.requireUser}
-	admin := []echo.MiddlewareFunc{h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
-	support := []echo.MiddlewareFunc{h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
+	api := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser}
+	admin := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
+	support := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
+	streamSession := []echo.MiddlewareFunc{h.loadUser}
+	streamAPI := []echo.MiddlewareFunc{h.loadAPIUser, h.requireUser}
 
 	return []route{
 		{http.MethodGet, "/healthz", h.healthz, public},
@@ -120,7 +148,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/runs/:id", h.showRunPage, signedIn},
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
-		{http.MethodGet, "/runs/:id/events", h.streamRunPage, session},
+		{http.MethodGet, "/runs/:id/events", h.streamRunPage, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
 
@@ -136,21 +164,66 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/api/runs", h.apiStartRun, api},
 		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api},
 		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api},
-		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, api},
+		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, streamAPI},
 		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, api},
 		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, api},
 	}
 }
 
-// securityHeaders are sent with every response.
+// contentSecurityPolicy allows only our own files: no inline script or
+// style, no eval, no framing. The pages need nothing else: scripts and CSS
+// are files under /static/, htmx is told not to inject its indicator style
+// (views.Layout), and fetches and event streams go to this origin.
+const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; " +
+	"connect-src 'self'; frame-ancestors 'none'; base-uri 'self'; form-action 'self'"
+
+// securityHeaders are sent with every response. Every answer is no-store
+// unless its handler says otherwise (static files may be cached, streams
+// say no-cache): pages and API answers show one person's data, which must
+// not stay in a shared or back-button cache after they log out.
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		hdr := c.Response().Header()
+		hdr.Set("Content-Security-Policy", contentSecurityPolicy)
+		hdr.Set("Cache-Control", "no-store")
 		hdr.Set("X-Content-Type-Options", "nosniff")
 		hdr.Set("X-Frame-Options", "DENY")
 		hdr.Set("Referrer-Policy", "same-origin")
 		return next(c)
 	}
+}
+
+// allowHosts refuses, before any handler, requests addressed to a host that
+// is not ours. A DNS-rebinding page points its own name at our address:
+// the browser then treats us as that page's origin, and only the Host
+// header still tells. Health checks stay open to any Host, since load
+// balancers and orchestrators probe by IP address, and they show nothing.
+func allowHosts(hosts []string) echo.MiddlewareFunc {
+	allowed := make(map[string]bool, len(hosts))
+	for _, h := range hosts {
+		allowed[hostName(h)] = true
+	}
+	anyHost := allowed["*"]
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		return func(c echo.Context) error {
+			req := c.Request()
+			if anyHost || allowed[hostName(req.Host)] || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
+				return next(c)
+			}
+			return echo.NewHTTPError(http.StatusMisdirectedRequest).SetInternal(fmt.Errorf("host %q is not in ALLOWED_HOSTS", req.Host))
+		}
+	}
+}
+
+// hostName is a Host header's or a setting's name alone: no port, no IPv6
+// brackets, lower case, no trailing dot.
+func hostName(hostport string) string {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
+	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // crossOriginProtection refuses state-changing requests that a browser sent

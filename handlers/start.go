@@ -42,7 +42,9 @@ func (f startForm) Validate(orders []store.Order) (store.StartRequest, error) {
 		return store.StartRequest{}, store.Errorf(store.CodeInvalid, "%s", msg)
 	}
 	requestID := strings.TrimSpace(f.RequestID)
-	if requestID == "" || len(requestID) > store.MaxRequestIDLen {
+	// The server made the request ID: if it is not what it made, the form
+	// is not the one it served.
+	if requestID == "" || len(requestID) > store.MaxRequestIDLen || store.ValidText(requestID, false) != nil {
 		return invalid("This form is out of date. Check the details and submit it again.")
 	}
 	id, err := strconv.ParseInt(strings.TrimSpace(f.OrderID), 10, 64)
@@ -121,11 +123,19 @@ func (h *Handler) startRun(c echo.Context) error {
 		return errMayNotStart
 	}
 	ctx := c.Request().Context()
+	// FormValue would read a body that cannot be read as an empty form.
+	values, err := c.FormParams()
+	switch {
+	case tooLarge(err):
+		return echo.NewHTTPError(http.StatusRequestEntityTooLarge).SetInternal(err)
+	case err != nil:
+		return echo.NewHTTPError(http.StatusBadRequest).SetInternal(err)
+	}
 	f := startForm{
-		RequestID: c.FormValue("request_id"),
-		OrderID:   c.FormValue("order_id"),
-		Amount:    c.FormValue("amount"),
-		Reason:    c.FormValue("reason"),
+		RequestID: values.Get("request_id"),
+		OrderID:   values.Get("order_id"),
+		Amount:    values.Get("amount"),
+		Reason:    values.Get("reason"),
 	}
 	orders, err := h.store.OrdersByCustomer(ctx, u.ID)
 	if err != nil {

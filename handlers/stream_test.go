@@ -583,7 +583,7 @@ func TestStream_SlowReader(t *testing.T) {
 	}
 	defer conn.Close()
 	conn.(*net.TCPConn).SetReadBuffer(4096)
-	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: x\r\nCookie: %s\r\nAccept: text/event-stream\r\n\r\n", jsonStreamPath(a.run.ID, "1"), cookie)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: localhost\r\nCookie: %s\r\nAccept: text/event-stream\r\n\r\n", jsonStreamPath(a.run.ID, "1"), cookie)
 
 	var before, after runtimeMem
 	before.read()

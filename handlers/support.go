@@ -22,13 +22,19 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 		return store.Errorf(store.CodeForbidden, "Only support can search every run.")
 	}
 	q := views.SupportSearch{Query: strings.TrimSpace(c.QueryParam("q")), State: c.QueryParam("state")}
+	status := http.StatusOK
+	if err := store.ValidText(q.Query, false); err != nil {
+		// Not echoed back: it is no text to show in the search box.
+		q.Error = "The search " + err.Error() + ": search by run ID or part of an email."
+		q.Query = ""
+		status = http.StatusUnprocessableEntity
+	}
 	f := store.RunFilter{Limit: supportSearchLimit}
 	if id, err := uuid.Parse(q.Query); err == nil {
 		f.ID = id
 	} else {
 		f.OwnerEmail = q.Query
 	}
-	status := http.StatusOK
 	if q.State != "" && !slices.Contains(store.States, q.State) {
 		q.Error = "There is no run state called " + q.State + "."
 		q.State = ""

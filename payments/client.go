@@ -66,13 +66,17 @@ func (c *Client) Refund(ctx context.Context, req RefundRequest) (Receipt, error)
 	h := http.Header{}
 	h.Set("Content-Type", "application/json")
 	h.Set("Idempotency-Key", req.Key)
-	var rc Receipt
-	if err := c.do(ctx, "refund", req.Key, http.MethodPost, "/refunds", h, body, &rc); err != nil {
+	status, data, err := c.exchange(ctx, "refund", req.Key, http.MethodPost, "/refunds", h, body)
+	if err != nil {
+		return Receipt{}, err
+	}
+	rc, err := readReceipt("refund", req.Key, status, data)
+	if err != nil {
 		return Receipt{}, err
 	}
 	// A receipt for something else would be a provider bug; we cannot tell
 	// what was committed for our key, so reconcile.
-	if rc.Key != req.Key || rc.Amount != req.Amount || rc.Currency != req.Currency {
+	if rc.Amount != req.Amount || rc.Currency != req.Currency {
 		return Receipt{}, &Error{Kind: ErrUncertain, Op: "refund", Key: req.Key,
 			Message: fmt.Sprintf("receipt does not match the request (key %q, %d %s)", rc.Key, rc.Amount, rc.Currency)}
 	}
@@ -85,15 +89,11 @@ func (c *Client) Lookup(ctx context.Context, key string) (Receipt, error) {
 	if key == "" {
 		return Receipt{}, &Error{Kind: ErrInvalid, Op: "lookup", Message: "missing idempotency key"}
 	}
-	var rc Receipt
-	if err := c.do(ctx, "lookup", key, http.MethodGet, "/refunds/"+url.PathEscape(key), nil, nil, &rc); err != nil {
+	status, data, err := c.exchange(ctx, "lookup", key, http.MethodGet, "/refunds/"+url.PathEscape(key), nil, nil)
+	if err != nil {
 		return Receipt{}, err
 	}
-	if rc.Key != key {
-		return Receipt{}, &Error{Kind: ErrUncertain, Op: "lookup", Key: key,
-			Message: fmt.Sprintf("receipt is for key %q", rc.Key)}
-	}
-	return rc, nil
+	return readReceipt("lookup", key, status, data)
 }
 
 // Ledger returns every refund the provider committed, oldest first. It is
@@ -127,6 +127,16 @@ func (c *Client) Release(ctx context.Context) error {
 }
 
 func (c *Client) do(ctx context.Context, op, key, method, path string, h http.Header, body []byte, out any) error {
+	status, data, err := c.exchange(ctx, op, key, method, path, h, body)
+	if err != nil {
+		return err
+	}
+	return answer(op, key, status, data, out)
+}
+
+// exchange sends one request and reads its answer's status and body. Its
+// error is one from before an answer was read.
+func (c *Client) exchange(ctx context.Context, op, key, method, path string, h http.Header, body []byte) (int, []byte, error) {
 	ctx, cancel := context.WithTimeout(ctx, c.timeout)
 	defer cancel()
 	var rd io.Reader
@@ -135,7 +145,7 @@ func (c *Client) do(ctx context.Context, op, key, method, path string, h http.He
 	}
 	req, err := http.NewRequestWithContext(ctx, method, c.base+path, rd)
 	if err != nil {
-		return &Error{Kind: ErrInvalid, Op: op, Key: key, Err: err}
+		return 0, nil, &Error{Kind: ErrInvalid, Op: op, Key: key, Err: err}
 	}
 	for k, v := range h {
 		req.Header[k] = v
@@ -143,26 +153,56 @@ func (c *Client) do(ctx context.Context, op, key, method, path string, h http.He
 	req.Header.Set("Accept", "application/json")
 	resp, err := c.http.Do(req)
 	if err != nil {
-		return &Error{Kind: transportKind(err), Op: op, Key: key, Err: err}
+		return 0, nil, &Error{Kind: transportKind(err), Op: op, Key: key, Err: err}
 	}
 	defer resp.Body.Close()
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		// The status line arrived but the body did not: for a 2xx the
 		// refund is committed and its receipt lost.
-		return &Error{Kind: ErrUncertain, Op: op, Key: key, Status: resp.StatusCode, Err: err}
+		return 0, nil, &Error{Kind: ErrUncertain, Op: op, Key: key, Status: resp.StatusCode, Err: err}
 	}
-	if resp.StatusCode/100 == 2 {
+	return resp.StatusCode, data, nil
+}
+
+// readReceipt reads the provider's answer to a refund or a lookup of key:
+// the receipt it committed, or the error the answer means. A 2xx whose
+// receipt cannot be read in full (another key, no reference, a status that
+// is neither outcome) says something was committed but not what, so it is
+// uncertain: recording it as failed would be a guess.
+func readReceipt(op, key string, status int, data []byte) (Receipt, error) {
+	var rc Receipt
+	if err := answer(op, key, status, data, &rc); err != nil {
+		return Receipt{}, err
+	}
+	uncertain := func(format string, args ...any) (Receipt, error) {
+		return Receipt{}, &Error{Kind: ErrUncertain, Op: op, Key: key, Status: status, Message: fmt.Sprintf(format, args...)}
+	}
+	switch {
+	case rc.Key != key:
+		return uncertain("receipt is for key %q", rc.Key)
+	case rc.Status != StatusSucceeded && rc.Status != StatusFailed:
+		return uncertain("receipt has the status %q", rc.Status)
+	case rc.Ref == "":
+		return uncertain("receipt has no reference")
+	}
+	return rc, nil
+}
+
+// answer reads the provider's answer to op on key: nil for a 2xx whose
+// body decodes into out (when out is not nil), or the *Error it means.
+func answer(op, key string, status int, data []byte, out any) error {
+	if status/100 == 2 {
 		if out == nil {
 			return nil
 		}
 		if err := json.Unmarshal(data, out); err != nil {
-			return &Error{Kind: ErrUncertain, Op: op, Key: key, Status: resp.StatusCode,
+			return &Error{Kind: ErrUncertain, Op: op, Key: key, Status: status,
 				Err: fmt.Errorf("decode response: %w", err)}
 		}
 		return nil
 	}
-	e := &Error{Kind: statusKind(resp.StatusCode), Op: op, Key: key, Status: resp.StatusCode}
+	e := &Error{Kind: statusKind(status), Op: op, Key: key, Status: status}
 	var eb errorBody
 	if json.Unmarshal(data, &eb) == nil {
 		e.Code, e.Message = eb.Error.Code, eb.Error.Message

@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"time"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
@@ -79,19 +80,46 @@ type StartRequest struct {
 func (r *StartRequest) Validate() error {
 	r.Reason = strings.TrimSpace(r.Reason)
 	r.ClientRequestID = strings.TrimSpace(r.ClientRequestID)
+	idErr, reasonErr := ValidText(r.ClientRequestID, false), ValidText(r.Reason, true)
 	switch {
 	case r.ClientRequestID == "":
 		return Errorf(CodeInvalid, "the request has no client request ID")
 	case len(r.ClientRequestID) > MaxRequestIDLen:
 		return Errorf(CodeInvalid, "the client request ID is longer than %d characters", MaxRequestIDLen)
+	case idErr != nil:
+		return Errorf(CodeInvalid, "the client request ID %v", idErr)
 	case r.OrderID <= 0:
 		return Errorf(CodeInvalid, "choose an order")
 	case r.Amount <= 0:
 		return Errorf(CodeInvalid, "the amount must be more than zero")
 	case r.Reason == "":
 		return Errorf(CodeInvalid, "say why you want a refund")
+	case reasonErr != nil:
+		return Errorf(CodeInvalid, "the reason %v", reasonErr)
 	case utf8.RuneCountInString(r.Reason) > MaxReasonLen:
 		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxReasonLen)
+	}
+	return nil
+}
+
+// ValidText says what keeps s from being stored and shown as text, or nil
+// when nothing does. PostgreSQL refuses NUL and invalid UTF-8 outright;
+// other control characters would be stored but hide in pages and logs.
+// Multiline text may hold tabs and line breaks. The error's words follow
+// the name of the field: "the reason " + err.
+func ValidText(s string, multiline bool) error {
+	if !utf8.ValidString(s) {
+		return errors.New("is not valid UTF-8 text")
+	}
+	for _, r := range s {
+		switch {
+		case r == 0:
+			return errors.New("contains a NUL byte, which is not text")
+		case multiline && (r == '\t' || r == '\n' || r == '\r'):
+			// Line breaks and indentation are part of a longer text.
+		case unicode.IsControl(r):
+			return fmt.Errorf("contains a control character (%U), which is not text", r)
+		}
 	}
 	return nil
 }

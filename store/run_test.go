@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -310,4 +311,55 @@ func TestListener_WakesOnCommittedAppend(t *testing.T) {
 
 func testLogger(t *testing.T) *slog.Logger {
 	return slog.New(slog.NewTextHandler(t.Output(), nil))
+}
+
+// TestStartRun_BadBytesRefused: PostgreSQL refuses NUL and invalid UTF-8
+// with an error that used to surface as a 500; they are a mistake in the
+// request, refused in words before the database sees them, like other
+// control characters that would hide in pages and logs.
+func TestStartRun_BadBytesRefused(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	valid := store.StartRequest{OwnerID: f.customer.ID, ClientRequestID: "v", OrderID: f.order.ID, Amount: 100, Reason: "why"}
+	for _, tc := range []struct {
+		name   string
+		mutate func(r *store.StartRequest)
+		says   string
+	}{
+		{"NUL in reason", func(r *store.StartRequest) { r.Reason = "torn\x00sole" }, "reason"},
+		{"invalid UTF-8 in reason", func(r *store.StartRequest) { r.Reason = "torn \xff sole" }, "reason"},
+		{"bell in reason", func(r *store.StartRequest) { r.Reason = "torn\asole" }, "reason"},
+		{"escape in reason", func(r *store.StartRequest) { r.Reason = "torn\x1b[2Jsole" }, "reason"},
+		{"NUL in request ID", func(r *store.StartRequest) { r.ClientRequestID = "k\x00" }, "request ID"},
+		{"invalid UTF-8 in request ID", func(r *store.StartRequest) { r.ClientRequestID = "k\xc3" }, "request ID"},
+		{"tab in request ID", func(r *store.StartRequest) { r.ClientRequestID = "k\tl" }, "request ID"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req := valid
+			tc.mutate(&req)
+			_, _, err := f.s.StartRun(ctx, req)
+			if got := store.ErrorCode(err); got != store.CodeInvalid {
+				t.Fatalf("code = %q (err %v), want %q", got, err, store.CodeInvalid)
+			}
+			if !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("err = %q, want it to name the %s", err, tc.says)
+			}
+		})
+	}
+	if got := count(t, f.s, `SELECT count(*) FROM runs`); got != 0 {
+		t.Errorf("runs = %d, want none", got)
+	}
+	t.Run("tabs and line breaks in reason", func(t *testing.T) {
+		req := valid
+		req.ClientRequestID = "multiline"
+		req.Reason = "Sole came off.\r\n\tSecond line: ünïcode ✓"
+		run, _, err := f.s.StartRun(ctx, req)
+		if err != nil {
+			t.Fatalf("StartRun: %v", err)
+		}
+		if run.Reason != req.Reason {
+			t.Errorf("reason = %q, want %q", run.Reason, req.Reason)
+		}
+	})
 }
