@@ -60,10 +60,12 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 		limit = min(n, store.MaxPage)
 	}
 	after, err := store.ParseCursor(c.QueryParam("after"))
-	var evs []store.Event
-	if err == nil {
-		evs, err = h.store.EventsAfter(ctx, run.ID, after, limit+1)
+	if err != nil {
+		// Not a cursor at all is the caller's mistake (400); a cursor this
+		// log cannot serve, expired or from the future, is 410 below.
+		return apiBadRequest(c, store.CodeCursorInvalid, sentence(err.Error()))
 	}
+	evs, err := h.store.EventsAfter(ctx, run.ID, after, limit+1)
 	switch code := store.ErrorCode(err); {
 	case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
 		snap, serr := h.store.Snapshot(ctx, run.ID)
