@@ -68,7 +68,7 @@ func problemFor(err error) problem {
 	var se *store.Error
 	var he *echo.HTTPError
 	switch {
-	case errors.Is(err, context.DeadlineExceeded):
+	case errors.Is(err, context.DeadlineExceeded), store.Unavailable(err):
 		// Checked first: the store may wrap it in an error of its own.
 		p.status, p.code = http.StatusServiceUnavailable, codeUnavailable
 	case errors.As(err, &se):

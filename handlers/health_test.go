@@ -350,3 +350,23 @@ func TestDeadline_LockedTable(t *testing.T) {
 		return r.status == http.StatusOK
 	})
 }
+
+// TestUnavailable_DatabaseDown: with PostgreSQL gone (connections refused
+// and cut), pages and the API say 503 with Retry-After, not 500: nothing
+// was decided and the same request may be sent again.
+func TestUnavailable_DatabaseDown(t *testing.T) {
+	t.Parallel()
+	s := newStalledApp(t, handlers.Config{})
+	c := (&app{srv: s.login}).client(t)
+	(&app{srv: s.login}).login(t, c, "customer@example.com")
+	s.proxy.close()
+	for _, path := range []string{"/", "/api/orders"} {
+		t.Run(path, func(t *testing.T) {
+			r, _ := s.timedGet(t, c, path, 10*time.Second, nil)
+			wantStatus(t, r, http.StatusServiceUnavailable)
+			if got := r.header.Get("Retry-After"); got == "" {
+				t.Error("no Retry-After")
+			}
+		})
+	}
+}
