@@ -44,13 +44,16 @@ func StartProvider(tb testing.TB, db *sqlx.DB, faults payments.Faults, timeout t
 
 // StartExecutor runs the real executor over st against provider until the
 // test ends. What cfg leaves zero that a test would wait for is made short:
-// it looks for work every 20 ms and retries after 20 ms. l wakes it on new
+// it looks for work every 20 ms and retries after 20 ms, backing off to at
+// most a second (a lookup outage must not push a retry past the test's
+// deadline on a loaded machine). l wakes it on new
 // work; nil gives it a Listener of its own. It logs warnings to the test's
 // output.
 func StartExecutor(tb testing.TB, st *store.Store, l *store.Listener, provider payments.Provider, narrator agent.Narrator, cfg agent.Config) *agent.Executor {
 	tb.Helper()
 	cfg.Poll = cmp.Or(cfg.Poll, 20*time.Millisecond)
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 20*time.Millisecond)
+	cfg.RetryMax = cmp.Or(cfg.RetryMax, time.Second)
 	log := Logger(tb, slog.LevelWarn)
 	if l == nil {
 		l = store.NewListener(st.URL(), log)
