@@ -2,7 +2,6 @@ package handlers_test
 
 import (
 	"context"
-	"io"
 	"net/http"
 	"strings"
 	"testing"
@@ -62,26 +61,7 @@ func (m *mxApp) headersOf(t *testing.T, row mxRow, who int) (http.Header, int) {
 	cell := row.cell(t, m, row, who, client)
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var body io.Reader
-	switch {
-	case cell.form != nil:
-		body = strings.NewReader(cell.form.Encode())
-	case cell.json != "":
-		body = strings.NewReader(cell.json)
-	}
-	req, err := http.NewRequestWithContext(ctx, row.method, m.srv.URL+cell.path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case cell.form != nil:
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	case cell.json != "":
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range cell.hdr {
-		req.Header.Set(k, v)
-	}
+	req := m.request(t, ctx, row, cell)
 	res, err := client.Do(req)
 	if err != nil {
 		t.Fatal(err)

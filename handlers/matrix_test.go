@@ -529,26 +529,7 @@ func (m *mxApp) check(t *testing.T, row mxRow, who int) {
 	// Generous: logins hash passwords, slowly under -race.
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	var body io.Reader
-	switch {
-	case cell.form != nil:
-		body = strings.NewReader(cell.form.Encode())
-	case cell.json != "":
-		body = strings.NewReader(cell.json)
-	}
-	req, err := http.NewRequestWithContext(ctx, row.method, m.srv.URL+cell.path, body)
-	if err != nil {
-		t.Fatal(err)
-	}
-	switch {
-	case cell.form != nil:
-		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	case cell.json != "":
-		req.Header.Set("Content-Type", "application/json")
-	}
-	for k, v := range cell.hdr {
-		req.Header.Set(k, v)
-	}
+	req := m.request(t, ctx, row, cell)
 	r := do(t, client, req)
 	if r.status != code {
 		t.Errorf("%s %s as %s = %d, want %d; body:\n%.600s", row.method, cell.path, mxNames[who], r.status, code, r.body)
@@ -743,4 +724,30 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 	default:
 		t.Fatalf("bad stream expectation %q", what)
 	}
+}
+
+// request is the cell's request: its method, path, body and headers.
+func (m *mxApp) request(t *testing.T, ctx context.Context, row mxRow, cell *mxCell) *http.Request {
+	t.Helper()
+	var body io.Reader
+	switch {
+	case cell.form != nil:
+		body = strings.NewReader(cell.form.Encode())
+	case cell.json != "":
+		body = strings.NewReader(cell.json)
+	}
+	req, err := http.NewRequestWithContext(ctx, row.method, m.srv.URL+cell.path, body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	switch {
+	case cell.form != nil:
+		req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	case cell.json != "":
+		req.Header.Set("Content-Type", "application/json")
+	}
+	for k, v := range cell.hdr {
+		req.Header.Set(k, v)
+	}
+	return req
 }
