@@ -32,6 +32,10 @@ type Config struct {
 	// REQUEST_TIMEOUT: how long a request (streams aside) may take before
 	// it is answered 503.
 	RequestTimeout time.Duration
+	// START_RATE_PER_USER: how many new runs one user may start in a
+	// minute, so one customer's flood cannot starve the others; 0 means no
+	// limit.
+	StartRatePerUser int
 	// BUSINESS_RETENTION: how long finished runs' business events are kept;
 	// zero (the default) keeps them forever.
 	BusinessRetention time.Duration
@@ -52,6 +56,14 @@ type Config struct {
 	// refusing a refund, from its first refusal, before the run fails with
 	// nothing refunded.
 	ProviderOutageBudget time.Duration
+	// WORKER_SLOTS: how many runs one process's executor works on at once.
+	WorkerSlots int
+	// NARRATION_PACE: the built-in narrator's delay per word, so a page
+	// shows the words arriving; 0 narrates as fast as appends commit.
+	NarrationPace time.Duration
+	// DB_POOL_SIZE: the most database connections one process opens;
+	// processes × this must fit PostgreSQL's max_connections.
+	DBPoolSize int
 
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
 	ModelName    string // MODEL_NAME
@@ -153,6 +165,14 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 		}
 		c.RequestTimeout = d
 	}
+	c.StartRatePerUser = 60
+	if v := env("START_RATE_PER_USER"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			p.add("START_RATE_PER_USER must be a whole number of starts a minute such as 60 (0 for no limit), got %q", v)
+		}
+		c.StartRatePerUser = n
+	}
 }
 
 // readPolicy reads how long things are kept and what refunds are allowed.
@@ -174,6 +194,9 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 	}
 	c.WorkerLease = atLeast(env, p, "WORKER_LEASE", 3*time.Second, time.Second)
 	c.ProviderOutageBudget = atLeast(env, p, "PROVIDER_OUTAGE_BUDGET", time.Minute, time.Second)
+	c.WorkerSlots = count(env, p, "WORKER_SLOTS", 8)
+	c.NarrationPace = atLeast(env, p, "NARRATION_PACE", 40*time.Millisecond, 0)
+	c.DBPoolSize = count(env, p, "DB_POOL_SIZE", 16)
 	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
 	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
 		p.add("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
@@ -193,6 +216,19 @@ func atLeast(env func(string) string, p *problems, name string, def, min time.Du
 		p.add("%s must be a duration of at least %s such as %s, got %q", name, min, def, v)
 	}
 	return d
+}
+
+// count reads a whole number of at least 1; unset is def.
+func count(env func(string) string, p *problems, name string, def int) int {
+	v := env(name)
+	if v == "" {
+		return def
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 1 {
+		p.add("%s must be a whole number of at least 1 such as %d, got %q", name, def, v)
+	}
+	return n
 }
 
 // minorUnits reads an amount in minor units (cents); unset is 0.

@@ -29,6 +29,9 @@ func TestLoadConfig_Defaults(t *testing.T) {
 		{"ReplayWindow", c.ReplayWindow, 15 * time.Minute},
 		{"WorkerLease", c.WorkerLease, 3 * time.Second},
 		{"ProviderOutageBudget", c.ProviderOutageBudget, time.Minute},
+		{"WorkerSlots", c.WorkerSlots, 8},
+		{"NarrationPace", c.NarrationPace, 40 * time.Millisecond},
+		{"DBPoolSize", c.DBPoolSize, 16},
 		{"ModelBaseURL", c.ModelBaseURL, ""},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
 		{"LogFormat", c.LogFormat, "text"},
@@ -75,6 +78,11 @@ func TestLoadConfig_BadValues(t *testing.T) {
 		{"window", "REPLAY_WINDOW", "15", "REPLAY_WINDOW"},
 		{"lease", "WORKER_LEASE", "500ms", "WORKER_LEASE must be a duration of at least 1s"},
 		{"outage budget", "PROVIDER_OUTAGE_BUDGET", "soon", "PROVIDER_OUTAGE_BUDGET must be a duration"},
+		{"zero slots", "WORKER_SLOTS", "0", "WORKER_SLOTS must be a whole number of at least 1"},
+		{"slots not a number", "WORKER_SLOTS", "many", "WORKER_SLOTS must be a whole number"},
+		{"negative pace", "NARRATION_PACE", "-1ms", "NARRATION_PACE must be a duration"},
+		{"pace without unit", "NARRATION_PACE", "40", "NARRATION_PACE must be a duration"},
+		{"zero pool", "DB_POOL_SIZE", "0", "DB_POOL_SIZE must be a whole number of at least 1"},
 		{"model alone", "MODEL_BASE_URL", "http://m/v1", "MODEL_NAME must be set together"},
 		{"log level", "LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"log format", "LOG_FORMAT", "xml", "LOG_FORMAT"},
@@ -146,6 +154,51 @@ func TestLoadConfig_RequestTimeout(t *testing.T) {
 		}
 		if c.RequestTimeout != want {
 			t.Errorf("REQUEST_TIMEOUT=%q: RequestTimeout = %v, want %v", value, c.RequestTimeout, want)
+		}
+	}
+}
+
+// TestLoadConfig_Capacity: the executor's slots, the narrator's pace (0 is
+// allowed: narrate at full speed) and the pool size are settings.
+func TestLoadConfig_Capacity(t *testing.T) {
+	t.Parallel()
+	env := map[string]string{"WORKER_SLOTS": "36", "NARRATION_PACE": "0", "DB_POOL_SIZE": "10"}
+	c, err := LoadConfig(func(k string) string { return env[k] })
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.WorkerSlots != 36 || c.NarrationPace != 0 || c.DBPoolSize != 10 {
+		t.Errorf("WorkerSlots, NarrationPace, DBPoolSize = %d, %v, %d, want 36, 0s, 10", c.WorkerSlots, c.NarrationPace, c.DBPoolSize)
+	}
+}
+
+// TestLoadConfig_StartRatePerUser: starts a user may make a minute; 60 by
+// default, 0 for no limit, and anything but a whole number is refused.
+func TestLoadConfig_StartRatePerUser(t *testing.T) {
+	t.Parallel()
+	for value, want := range map[string]int{"": 60, "0": 0, "5": 5} {
+		c, err := LoadConfig(func(k string) string {
+			if k == "START_RATE_PER_USER" {
+				return value
+			}
+			return ""
+		})
+		if err != nil {
+			t.Fatalf("START_RATE_PER_USER=%q: %v", value, err)
+		}
+		if c.StartRatePerUser != want {
+			t.Errorf("START_RATE_PER_USER=%q: StartRatePerUser = %d, want %d", value, c.StartRatePerUser, want)
+		}
+	}
+	for _, value := range []string{"-1", "many", "1.5"} {
+		_, err := LoadConfig(func(k string) string {
+			if k == "START_RATE_PER_USER" {
+				return value
+			}
+			return ""
+		})
+		if want := "START_RATE_PER_USER must be a whole number"; err == nil || !strings.Contains(err.Error(), want) {
+			t.Errorf("START_RATE_PER_USER=%q: err = %v, want it to say %q", value, err, want)
 		}
 	}
 }

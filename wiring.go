@@ -29,7 +29,7 @@ func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.
 	if cfg.DatabaseURL == "" {
 		return store.OpenPrivate(ctx, cfg.DataDir, logger)
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL)
+	st, err := store.Open(ctx, cfg.DatabaseURL, store.PoolSize(cfg.DBPoolSize))
 	if err != nil {
 		return nil, nil, err
 	}
@@ -59,7 +59,7 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 	}
 	provider := payments.NewClient(cfg.ProviderURL, 0)
 	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
-		OutageBudget: cfg.ProviderOutageBudget, NarrationDelay: 40 * time.Millisecond},
+		OutageBudget: cfg.ProviderOutageBudget, Concurrency: cfg.WorkerSlots, NarrationDelay: cfg.NarrationPace},
 		st, provider, narrator, listener, logger.With("part", "worker"))
 	x.Start(ctx)
 	pruner := &store.Pruner{Store: st, Logger: logger.With("part", "pruner"),
@@ -114,6 +114,7 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		// A customer without refund_access sees their runs' status, or
 		// nothing at all.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",
+		StartRatePerUser:  cfg.StartRatePerUser,
 	}, st, logger)
 }
 

@@ -14,6 +14,7 @@ import (
 	"os"
 	"runtime/debug"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -66,12 +67,21 @@ type Executor struct {
 	store    *store.Store
 	provider payments.Provider
 	narrator Narrator
-	listener *store.Listener // optional: wakes workers at once on new events
+	listener *store.Listener // optional: wakes workers at once on new work
 	logger   *slog.Logger
+
+	// kick hands a wake-up from one loop to the next idle one: a claim that
+	// saw more work due passes it on, so a burst fills the slots one claim
+	// at a time instead of every idle loop asking at every wake-up.
+	kick   chan struct{}
+	claims atomic.Int64
 
 	stop context.CancelCauseFunc
 	wg   sync.WaitGroup
 }
+
+// Claims counts the claim queries this executor has sent, found work or not.
+func (e *Executor) Claims() int64 { return e.claims.Load() }
 
 // New builds an executor. listener may be nil (then it polls).
 func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narrator, listener *store.Listener, logger *slog.Logger) *Executor {
@@ -80,23 +90,33 @@ func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narra
 		narrator = Builtin{Delay: cfg.NarrationDelay}
 	}
 	return &Executor{cfg: cfg, store: st, provider: provider, narrator: narrator, listener: listener,
-		logger: logger.With("worker", cfg.WorkerID)}
+		logger: logger.With("worker", cfg.WorkerID), kick: make(chan struct{}, 1)}
 }
 
 // errStopped is the cause given to work interrupted by Stop.
 var errStopped = errors.New("agent: executor stopped")
 
-// Start launches the worker loops.
+// Start launches the worker loops. They wake for work only: a start, an
+// approval or a cancel (the listener's Work topic), a wake-up handed on by
+// another loop, or the poll, which finds due retries and expired leases.
+// Narration never wakes them.
 func (e *Executor) Start(ctx context.Context) {
 	ctx, e.stop = context.WithCancelCause(ctx)
 	var wake <-chan struct{}
 	if e.listener != nil {
 		var unsubscribe func()
-		wake, unsubscribe = e.listener.Subscribe(store.AllRuns)
+		wake, unsubscribe = e.listener.Subscribe(store.Work)
 		context.AfterFunc(ctx, unsubscribe)
 	}
+	// One poll for all loops: each tick wakes one, which hands it on only
+	// if it found more, so an idle process asks once per Poll, not once per
+	// slot.
+	poll := time.NewTicker(e.cfg.Poll)
+	context.AfterFunc(ctx, poll.Stop)
+	// Work left from before this start is looked for at once.
+	e.handOn()
 	for range e.cfg.Concurrency {
-		e.wg.Go(func() { e.loop(ctx, wake) })
+		e.wg.Go(func() { e.loop(ctx, wake, poll.C) })
 	}
 }
 
@@ -110,32 +130,41 @@ func (e *Executor) Stop() {
 	e.wg.Wait()
 }
 
-func (e *Executor) loop(ctx context.Context, wake <-chan struct{}) {
-	t := time.NewTicker(e.cfg.Poll)
-	defer t.Stop()
+func (e *Executor) loop(ctx context.Context, wake <-chan struct{}, poll <-chan time.Time) {
 	for {
-		// Work until there is nothing due, then wait.
-		for ctx.Err() == nil {
-			// The lease may start as soon as the claim is sent.
-			claimed := time.Now()
-			run, err := e.store.ClaimRun(ctx, e.cfg.WorkerID, e.cfg.Lease)
-			if errors.Is(err, store.ErrNotFound) {
-				break
-			}
-			if err != nil {
-				if ctx.Err() == nil {
-					e.logger.Error("claim run", "err", err)
-				}
-				break
-			}
-			e.work(ctx, run, claimed)
-		}
 		select {
 		case <-ctx.Done():
 			return
 		case <-wake:
-		case <-t.C:
+		case <-e.kick:
+		case <-poll:
 		}
+		// The lease may start as soon as the claim is sent.
+		claimed := time.Now()
+		e.claims.Add(1)
+		run, more, err := e.store.ClaimNext(ctx, e.cfg.WorkerID, e.cfg.Lease)
+		if errors.Is(err, store.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			if ctx.Err() == nil {
+				e.logger.Error("claim run", "err", err)
+			}
+			continue
+		}
+		if more {
+			e.handOn()
+		}
+		e.work(ctx, run, claimed)
+	}
+}
+
+// handOn wakes one idle loop to claim; if none is idle, the first to finish
+// takes it.
+func (e *Executor) handOn() {
+	select {
+	case e.kick <- struct{}{}:
+	default: // a wake-up is already waiting; one is enough
 	}
 }
 

@@ -184,6 +184,7 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	}
 	run, created, err := h.store.StartRun(c.Request().Context(), store.StartRequest{
 		OwnerID: u.ID, ClientRequestID: key, OrderID: body.OrderID, Amount: body.Amount, Reason: body.Reason,
+		RatePerMinute: h.cfg.StartRatePerUser,
 	})
 	if err != nil {
 		return err

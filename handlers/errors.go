@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"strconv"
 	"strings"
 
 	"github.com/labstack/echo/v4"
@@ -145,6 +146,7 @@ func (h *Handler) handleError(err error, c echo.Context) {
 	if p.status == http.StatusServiceUnavailable {
 		c.Response().Header().Set("Retry-After", retryAfter)
 	}
+	setRetryAfter(c, err)
 	var werr error
 	switch {
 	case isAPI(req):
@@ -156,6 +158,15 @@ func (h *Handler) handleError(err error, c echo.Context) {
 	}
 	if werr != nil {
 		h.log.ErrorContext(req.Context(), "write error response", "err", werr)
+	}
+}
+
+// setRetryAfter tells a client refused by a rate limit when it may come
+// back: the limit knows, so the client need not guess and retry early.
+func setRetryAfter(c echo.Context, err error) {
+	var rl *store.RateLimitedError
+	if errors.As(err, &rl) {
+		c.Response().Header().Set("Retry-After", strconv.Itoa(int(rl.RetryAfter.Seconds())))
 	}
 }
 

@@ -42,6 +42,9 @@ type Config struct {
 	// RequestTimeout bounds every request but the streams; past it the
 	// client gets 503. Zero means DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// StartRatePerUser caps the new runs one user may start in a minute;
+	// zero means no limit.
+	StartRatePerUser int
 }
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.

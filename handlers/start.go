@@ -143,13 +143,14 @@ func (h *Handler) startRun(c echo.Context) error {
 	}
 	req, err := f.Validate(orders)
 	if err == nil {
-		req.OwnerID = u.ID
+		req.OwnerID, req.RatePerMinute = u.ID, h.cfg.StartRatePerUser
 		var run *store.Run
 		if run, _, err = h.store.StartRun(ctx, req); err == nil {
 			return redirect(c, "/runs/"+run.ID.String())
 		}
 	}
 	form := views.StartForm{RequestID: f.RequestID, OrderID: f.OrderID, Amount: f.Amount, Reason: f.Reason}
+	status := http.StatusUnprocessableEntity
 	switch store.ErrorCode(err) {
 	case store.CodeInvalid:
 		form.Error = sentence(err.Error())
@@ -158,10 +159,16 @@ func (h *Handler) startRun(c echo.Context) error {
 		// typed, with a new ID, so submitting again is a new request.
 		form.Error = msgFormReused
 		form.RequestID = uuid.NewString()
+	case store.CodeRateLimited:
+		// Keep what was typed, and the same ID: nothing was started, so
+		// submitting again later is still this one request.
+		form.Error = err.Error()
+		status = http.StatusTooManyRequests
+		setRetryAfter(c, err)
 	default:
 		return err
 	}
-	return h.renderHome(c, http.StatusUnprocessableEntity, form)
+	return h.renderHome(c, status, form)
 }
 
 // sentence capitalizes a message and ends it with a full stop, so the

@@ -16,31 +16,57 @@ import (
 // expired and it must stop working on the run at once.
 var ErrLeaseLost = errors.New("store: lease lost")
 
-// ClaimRun leases the oldest unfinished run whose next attempt is due and
-// that no live lease holds, for worker until lease runs out. SKIP LOCKED lets
-// any number of workers claim side by side without waiting for each other.
-// It returns ErrNotFound when there is nothing to do.
+// ClaimRun leases the run most due (see ClaimNext) for worker until lease
+// runs out. It returns ErrNotFound when there is nothing to do.
 func (s *Store) ClaimRun(ctx context.Context, worker string, lease time.Duration) (*Run, error) {
-	var r Run
-	err := s.db.GetContext(ctx, &r, `
-UPDATE runs SET lease_owner = $1, lease_expires_at = now() + $2::interval
-WHERE id = (
-    SELECT id FROM runs
-    WHERE state NOT IN ('completed', 'failed', 'canceled')
-      AND next_attempt_at <= now()
-      AND (lease_expires_at IS NULL OR lease_expires_at < now())
-    ORDER BY next_attempt_at
-    LIMIT 1
-    FOR UPDATE SKIP LOCKED
+	r, _, err := s.ClaimNext(ctx, worker, lease)
+	return r, err
+}
+
+// ClaimNext leases an unfinished run whose next attempt is due and that no
+// live lease holds, for worker until lease runs out, and reports whether
+// another run was due too (so the caller can hand the wake-up on instead of
+// every idle worker asking). The order is fair and prompt: runs that carry
+// a person's decision or are resuming (settling, cancel asked, or a dead
+// worker's expired lease) come first, as they only wait behind work that
+// came later; then the runs of owners with the fewest runs leased now, so
+// one owner's flood cannot hold every slot; then the longest due. SKIP
+// LOCKED lets any number of workers claim side by side without waiting for
+// each other. It returns ErrNotFound when there is nothing to do.
+func (s *Store) ClaimNext(ctx context.Context, worker string, lease time.Duration) (run *Run, more bool, err error) {
+	var r struct {
+		Run
+		More bool `db:"more"`
+	}
+	err = s.db.GetContext(ctx, &r, `
+WITH busy AS (
+    SELECT owner_id, count(*) AS leased FROM runs
+    WHERE state NOT IN ('completed', 'failed', 'canceled') AND lease_expires_at >= now()
+    GROUP BY owner_id
+), due AS (
+    SELECT r.id, CASE WHEN r.state IN ('submitting', 'reconciling') OR r.cancel_requested_at IS NOT NULL
+            OR r.lease_expires_at IS NOT NULL THEN 0 ELSE 1 END AS prio,
+        COALESCE(b.leased, 0) AS leased, r.next_attempt_at
+    FROM runs r LEFT JOIN busy b ON b.owner_id = r.owner_id
+    WHERE r.state NOT IN ('completed', 'failed', 'canceled')
+      AND r.next_attempt_at <= now()
+      AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+    ORDER BY prio, leased, r.next_attempt_at
+    LIMIT 2
+    FOR UPDATE OF r SKIP LOCKED
+), claimed AS (
+    UPDATE runs SET lease_owner = $1, lease_expires_at = now() + $2::interval
+    WHERE id = (SELECT id FROM due ORDER BY prio, leased, next_attempt_at LIMIT 1)
+    RETURNING `+runColumns+`
 )
-RETURNING `+runColumns, worker, interval(lease))
+SELECT claimed.*, (SELECT count(*) FROM due) > 1 AS more FROM claimed`, worker, interval(lease))
 	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
+		return nil, false, ErrNotFound
 	}
 	if err != nil {
-		return nil, fmt.Errorf("store: claim run: %w", err)
+		return nil, false, fmt.Errorf("store: claim run: %w", err)
 	}
-	return &r, nil
+	return &r.Run, r.More, nil
 }
 
 // RenewLease extends worker's lease on a run, or reports ErrLeaseLost.
@@ -84,12 +110,18 @@ func (s *Store) ReleaseRun(ctx context.Context, runID uuid.UUID, worker string, 
 		if !held {
 			return nil
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL,
+		var dueNow bool
+		if err := tx.GetContext(ctx, &dueNow, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL,
             next_attempt_at = CASE WHEN EXISTS (SELECT 1 FROM run_events
                     WHERE run_id = $1 AND seq > $2 AND type IN ('approval.granted', 'cancel.requested'))
                 THEN now() ELSE $3::timestamptz END
-            WHERE id = $1`, runID, seenSeq, next); err != nil {
+            WHERE id = $1 RETURNING next_attempt_at <= now()`, runID, seenSeq, next); err != nil {
 			return fmt.Errorf("store: release run: %w", err)
+		}
+		if dueNow {
+			// The command's own wake-up came while this lease hid the
+			// run from every worker; wake one again now it is free.
+			return notifyWork(ctx, tx)
 		}
 		return nil
 	})

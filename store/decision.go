@@ -109,6 +109,9 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) 
 		if err := audit(ctx, tx, AuditRunApproved, RunSubject(r.ID), map[string]any{"approver_id": approverID}); err != nil {
 			return "", nil, err
 		}
+		if err := notifyWork(ctx, tx); err != nil {
+			return "", nil, err
+		}
 		return StateSubmitting, []NewEvent{{Type: EventApprovalGranted, Payload: map[string]any{"by": approverID}}}, nil
 	})
 	if err != nil {
@@ -179,6 +182,9 @@ func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int
 		}
 		r.CancelRequestedAt = sql.NullTime{Time: time.Now(), Valid: true}
 		if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(r.ID), map[string]any{"by": byUserID}); err != nil {
+			return "", nil, err
+		}
+		if err := notifyWork(ctx, tx); err != nil {
 			return "", nil, err
 		}
 		return "", []NewEvent{{Type: EventCancelRequested, Payload: map[string]any{"by": byUserID}}}, nil

@@ -31,22 +31,26 @@ func NewListener(url string, logger *slog.Logger) *Listener {
 	return &Listener{url: url, logger: logger, subs: map[string]map[chan struct{}]struct{}{}}
 }
 
-// AllRuns is the topic woken by an append to any run: workers wait on it
-// for new work.
+// AllRuns is the topic woken by an append to any run. Workers wait on Work
+// instead: most appends are narration, which is never work.
 const AllRuns = "runs"
+
+// Work is the topic woken when a run may have become due (ChannelWork):
+// workers wait on it, and on their own poll for retries and expired leases.
+const Work = "work"
 
 // Topics a subscriber can wait on.
 func RunTopic(runID string) string   { return "run:" + runID }
 func UserTopic(userID string) string { return "user:" + userID }
 
-// Start connects and listens on the events and grants channels.
+// Start connects and listens on the events, grants and work channels.
 func (l *Listener) Start(ctx context.Context) error {
 	pl := pq.NewListener(l.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		if err != nil {
 			l.logger.Warn("listener connection", "event", ev, "err", err)
 		}
 	})
-	for _, ch := range []string{ChannelEvents, ChannelGrants} {
+	for _, ch := range []string{ChannelEvents, ChannelGrants, ChannelWork} {
 		if err := pl.Listen(ch); err != nil {
 			pl.Close()
 			return err
@@ -94,6 +98,8 @@ func (l *Listener) dispatch(n *pq.Notification) {
 		wakeAll(l.subs[AllRuns])
 	case ChannelGrants:
 		wakeAll(l.subs[UserTopic(n.Extra)])
+	case ChannelWork:
+		wakeAll(l.subs[Work])
 	}
 }
 

@@ -74,6 +74,10 @@ type StartRequest struct {
 	OrderID         int64
 	Amount          int64 // minor units
 	Reason          string
+	// RatePerMinute caps the new runs the owner may start in a minute; a
+	// start that finds its existing run is never counted nor refused.
+	// Zero means no limit.
+	RatePerMinute int
 }
 
 // Validate checks what can be checked without the database.
@@ -128,6 +132,7 @@ func ValidText(s string, multiline bool) error {
 // the same client request ID (created=false). The same ID with different
 // parameters is ErrIdempotencyConflict. Starts on one order are serialized by
 // the order's row lock, so racing runs can never reserve more than was paid.
+// A new run over req.RatePerMinute is a *RateLimitedError.
 func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, created bool, err error) {
 	if err := req.Validate(); err != nil {
 		return nil, false, err
@@ -148,6 +153,9 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		// A racing start with the same ID may have committed while we
 		// waited for the order's lock.
 		if run, err = existingRun(ctx, tx, req); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err := checkStartRate(ctx, tx, req.OwnerID, req.RatePerMinute); err != nil {
 			return err
 		}
 		var reserved int64
@@ -188,7 +196,7 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 		}
 		r.LastSeq = evs[len(evs)-1].Seq
 		run, created = &r, true
-		return nil
+		return notifyWork(ctx, tx)
 	})
 	if err != nil {
 		return nil, false, err

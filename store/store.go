@@ -31,14 +31,40 @@ type Store struct {
 	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
 }
 
+// Option adjusts how Open sets up the pool.
+type Option func(*options)
+
+type options struct {
+	poolSize int
+}
+
+// DefaultPoolSize is the pool's size when Open is given no PoolSize.
+const DefaultPoolSize = 16
+
+// PoolSize caps the connections this process opens: processes × pool size
+// must fit PostgreSQL's max_connections, so many worker processes need a
+// smaller pool each. n < 1 keeps the default.
+func PoolSize(n int) Option {
+	return func(o *options) {
+		if n >= 1 {
+			o.poolSize = n
+		}
+	}
+}
+
 // Open connects to the database at url and checks it answers.
-func Open(ctx context.Context, url string) (*Store, error) {
+func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
+	o := options{poolSize: DefaultPoolSize}
+	for _, opt := range opts {
+		opt(&o)
+	}
 	db, err := sqlx.Open("postgres", url)
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	db.SetMaxOpenConns(16)
-	db.SetMaxIdleConns(8)
+	db.SetMaxOpenConns(o.poolSize)
+	// Half stay idle: enough to absorb bursts without holding every slot.
+	db.SetMaxIdleConns(max(o.poolSize/2, 1))
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()

@@ -1,0 +1,73 @@
+package store
+
+import (
+	"context"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// StartWindow is the window a start rate limit counts starts over.
+const StartWindow = time.Minute
+
+// startLockClass namespaces the per-user advisory lock that serializes a
+// user's starts (the two-key form, so it never meets the bigint-keyed locks
+// taken elsewhere).
+const startLockClass = 0x5374 // "St"
+
+// RateLimitedError refuses a start over the user's rate limit. It unwraps to
+// an *Error with CodeRateLimited, so it is shown like any other refusal;
+// RetryAfter is what the client is told to wait.
+type RateLimitedError struct {
+	Err        *Error
+	RetryAfter time.Duration
+}
+
+func (e *RateLimitedError) Error() string { return e.Err.Error() }
+func (e *RateLimitedError) Unwrap() error { return e.Err }
+
+// checkStartRate refuses a new start when the owner already started limit
+// runs in the last StartWindow. It holds a per-user advisory lock until the
+// transaction ends, so racing starts (from any process) are counted one
+// after the other and never exceed the limit. limit <= 0 means no limit.
+func checkStartRate(ctx context.Context, tx *sqlx.Tx, ownerID int64, limit int) error {
+	if limit <= 0 {
+		return nil
+	}
+	// Wrapping a huge ID onto another user's key only serializes the two.
+	if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1, $2)`,
+		startLockClass, int32(uint32(ownerID))); err != nil {
+		return fmt.Errorf("store: lock user's starts: %w", err)
+	}
+	// clock_timestamp, not now(): this transaction may have waited for the
+	// lock, and the window ends now, not when the transaction began.
+	var n int
+	var wait float64
+	err := tx.QueryRowxContext(ctx, `SELECT count(*),
+        COALESCE(EXTRACT(EPOCH FROM min(created_at) + $2::interval - clock_timestamp()), 0)::float8
+        FROM runs WHERE owner_id = $1 AND created_at > clock_timestamp() - $2::interval`,
+		ownerID, fmt.Sprintf("%d milliseconds", StartWindow.Milliseconds())).Scan(&n, &wait)
+	if err != nil {
+		return fmt.Errorf("store: count recent starts: %w", err)
+	}
+	if n < limit {
+		return nil
+	}
+	// Whole seconds, rounded up, and at least one: Retry-After counts
+	// seconds, and coming back a moment early would only be refused again.
+	secs := max(1, int(math.Ceil(wait)))
+	return &RateLimitedError{
+		Err: Errorf(CodeRateLimited, "You started %d %s in the last minute; try again in %d %s.",
+			n, plural(n, "refund", "refunds"), secs, plural(secs, "second", "seconds")),
+		RetryAfter: time.Duration(secs) * time.Second,
+	}
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return one
+	}
+	return many
+}
