@@ -1,12 +1,9 @@
 package main
 
 import (
-	"context"
 	"net/http"
 	"strings"
 	"testing"
-
-	"github.com/refundd/refundd/store/storetest"
 )
 
 // TestServe_AllowedHosts: ALLOWED_HOSTS reaches the web server. A request
@@ -14,16 +11,7 @@ import (
 // and health checks answer whatever the Host.
 func TestServe_AllowedHosts(t *testing.T) {
 	t.Parallel()
-	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	p := start(t, map[string]string{
-		"DATABASE_URL":  st.URL(),
-		"SESSION_KEY":   testSessionKey,
-		"ADDR":          "127.0.0.1:0",
-		"ALLOWED_HOSTS": "refunds.example.com",
-	}, "serve")
+	p := startSeededServe(t, map[string]string{"ALLOWED_HOSTS": "refunds.example.com"})
 	defer p.stop()
 	for _, tc := range []struct {
 		host, path string

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"io"
+	"maps"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -111,15 +112,7 @@ func (b *syncBuffer) String() string {
 
 func TestBrowser_CustomerLogsInAndSeesHome(t *testing.T) {
 	t.Parallel()
-	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	p := start(t, map[string]string{
-		"DATABASE_URL": st.URL(),
-		"SESSION_KEY":  testSessionKey,
-		"ADDR":         "127.0.0.1:0",
-	}, "serve")
+	p := startSeededServe(t, nil)
 
 	ctx := browsertest.New(t)
 	if err := browsertest.Login(ctx, p.url, "customer@example.com", store.DemoPassword); err != nil {
@@ -281,4 +274,18 @@ func traversableTempDir(t *testing.T) string {
 	}
 	t.Cleanup(func() { os.RemoveAll(dir) })
 	return dir
+}
+
+// startSeededServe runs `refundd serve` on a free loopback port over a
+// fresh database holding the demo users, with env on top of the usual
+// settings.
+func startSeededServe(t *testing.T, env map[string]string) *program {
+	t.Helper()
+	st := storetest.MustOpen(t)
+	if err := st.SeedDemo(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]string{"DATABASE_URL": st.URL(), "SESSION_KEY": testSessionKey, "ADDR": "127.0.0.1:0"}
+	maps.Copy(all, env)
+	return start(t, all, "serve")
 }
