@@ -121,8 +121,8 @@ func (e *Executor) Start(ctx context.Context) {
 }
 
 // Stop ends the loops and waits for them. A run being worked on is left
-// where its last commit put it; its lease runs out and any worker resumes
-// it. Safe to call twice.
+// where its last commit put it and released, so any worker resumes it at
+// once. Safe to call twice.
 func (e *Executor) Stop() {
 	if e.stop != nil {
 		e.stop(errStopped)

@@ -16,13 +16,6 @@ import (
 // expired and it must stop working on the run at once.
 var ErrLeaseLost = errors.New("store: lease lost")
 
-// ClaimRun leases the run most due (see ClaimNext) for worker until lease
-// runs out. It returns ErrNotFound when there is nothing to do.
-func (s *Store) ClaimRun(ctx context.Context, worker string, lease time.Duration) (*Run, error) {
-	r, _, err := s.ClaimNext(ctx, worker, lease)
-	return r, err
-}
-
 // ClaimNext leases an unfinished run whose next attempt is due and that no
 // live lease holds, for worker until lease runs out, and reports whether
 // another run was due too (so the caller can hand the wake-up on instead of

@@ -17,7 +17,7 @@ import (
 func (f *fixture) claimed(t *testing.T) *store.Run {
 	t.Helper()
 	f.start(t, uuid.NewString(), 100)
-	r, err := f.s.ClaimRun(context.Background(), "w", time.Minute)
+	r, _, err := f.s.ClaimNext(context.Background(), "w", time.Minute)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -174,7 +174,7 @@ func BenchmarkRenewLease(b *testing.B) {
 		OrderID: p.Order.ID, Amount: 100, Reason: "x"}); err != nil {
 		b.Fatal(err)
 	}
-	r, err := s.ClaimRun(ctx, "w", 3*time.Second)
+	r, _, err := s.ClaimNext(ctx, "w", 3*time.Second)
 	if err != nil {
 		b.Fatal(err)
 	}

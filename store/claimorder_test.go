@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"testing"
 	"time"
@@ -17,7 +18,7 @@ func claimAll(t *testing.T, s *store.Store) []uuid.UUID {
 	t.Helper()
 	var ids []uuid.UUID
 	for {
-		r, err := s.ClaimRun(context.Background(), "w", time.Minute)
+		r, _, err := s.ClaimNext(context.Background(), "w", time.Minute)
 		if err == store.ErrNotFound {
 			return ids
 		}
@@ -39,7 +40,7 @@ func position(ids []uuid.UUID, id uuid.UUID) int {
 
 // One customer's flood used to hold every claim until it drained: another
 // customer's run, started after 60 of theirs, waited behind all of them.
-func TestClaimRun_FloodDoesNotStarveAnotherCustomer(t *testing.T) {
+func TestClaimNext_FloodDoesNotStarveAnotherCustomer(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
@@ -69,7 +70,7 @@ func TestClaimRun_FloodDoesNotStarveAnotherCustomer(t *testing.T) {
 
 // Approved runs used to wait behind every new run created before the
 // approval, as claims went by when the run became due.
-func TestClaimRun_ApprovedBeforeOlderNewRuns(t *testing.T) {
+func TestClaimNext_ApprovedBeforeOlderNewRuns(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
@@ -107,7 +108,7 @@ func TestClaimNext_ReportsMore(t *testing.T) {
 			t.Errorf("claim %d: more = %v, want %v", i+1, more, want)
 		}
 	}
-	if _, _, err := f.s.ClaimNext(ctx, "w", time.Minute); err != store.ErrNotFound {
+	if _, _, err := f.s.ClaimNext(ctx, "w", time.Minute); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("third claim: err = %v, want ErrNotFound", err)
 	}
 }

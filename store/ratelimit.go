@@ -48,7 +48,7 @@ func checkStartRate(ctx context.Context, tx *sqlx.Tx, ownerID int64, limit int) 
 	err := tx.QueryRowxContext(ctx, `SELECT count(*),
         COALESCE(EXTRACT(EPOCH FROM min(created_at) + $2::interval - clock_timestamp()), 0)::float8
         FROM runs WHERE owner_id = $1 AND created_at > clock_timestamp() - $2::interval`,
-		ownerID, fmt.Sprintf("%d milliseconds", StartWindow.Milliseconds())).Scan(&n, &wait)
+		ownerID, interval(StartWindow)).Scan(&n, &wait)
 	if err != nil {
 		return fmt.Errorf("store: count recent starts: %w", err)
 	}
