@@ -3,10 +3,13 @@ package handlers
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"time"
 
 	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/internal/metrics"
 )
 
 // readyTimeout bounds /readyz: a probe that waits longer than its prober
@@ -39,4 +42,16 @@ func (h *Handler) readyz(c echo.Context) error {
 		return c.String(http.StatusServiceUnavailable, "not ready")
 	}
 	return c.String(http.StatusOK, "ok")
+}
+
+// metrics serves the process's Prometheus metrics to a scraper on the same
+// host only: they are counts, but counts of one company's refunds. Behind
+// a proxy the peer is the proxy, so scrape each instance directly.
+func (h *Handler) metrics(c echo.Context) error {
+	ip := net.ParseIP(c.RealIP())
+	if ip == nil || !ip.IsLoopback() {
+		return c.String(http.StatusForbidden, "metrics are served to this host only\n")
+	}
+	metrics.Handler().ServeHTTP(c.Response(), c.Request())
+	return nil
 }

@@ -1,0 +1,80 @@
+// Package metrics holds refundd's Prometheus metrics: one registry per
+// process, served at GET /metrics (handlers) in the text format. Every part
+// counts into the variables below; nothing here reads the database.
+//
+// Names follow Prometheus conventions: a refundd_ prefix, _total for
+// counters, _seconds for durations.
+package metrics
+
+import (
+	"net/http"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+)
+
+// Registry is the process's registry: refundd's metrics plus the Go
+// runtime's and the process's own (goroutines, memory, file descriptors).
+var Registry = prometheus.NewRegistry()
+
+func counter(name, help string) prometheus.Counter {
+	c := prometheus.NewCounter(prometheus.CounterOpts{Name: name, Help: help})
+	Registry.MustRegister(c)
+	return c
+}
+
+func counterVec(name, help string, labels ...string) *prometheus.CounterVec {
+	c := prometheus.NewCounterVec(prometheus.CounterOpts{Name: name, Help: help}, labels)
+	Registry.MustRegister(c)
+	return c
+}
+
+func gauge(name, help string) prometheus.Gauge {
+	g := prometheus.NewGauge(prometheus.GaugeOpts{Name: name, Help: help})
+	Registry.MustRegister(g)
+	return g
+}
+
+// Streams (handlers).
+var (
+	StreamsOpen    = gauge("refundd_streams_open", "Event streams open in this process.")
+	StreamsRefused = counterVec("refundd_streams_refused_total",
+		"Event streams refused before they opened, by reason (user_cap, process_cap, shutting_down).", "reason")
+	StreamReads = counter("refundd_stream_store_reads_total",
+		"Store reads done to feed live streams (replays and follow-up reads after wake-ups).")
+	StreamWakeups = counter("refundd_stream_wakeups_total",
+		"Wake-ups (notifications or polls) that led the streams to read a run's log.")
+	StreamReplays = counter("refundd_stream_replays_total", "Streams that resumed from a cursor and replayed after it.")
+	StreamResets  = counterVec("refundd_stream_resets_total",
+		"Streams sent a fresh snapshot (event: reset), by cause (cursor, access, pruned).", "cause")
+	StreamSlowCuts = counter("refundd_stream_slow_cuts_total",
+		"Streams closed because their client did not read fast enough.")
+	StreamDelivery = prometheus.NewHistogram(prometheus.HistogramOpts{
+		Name:    "refundd_stream_delivery_seconds",
+		Help:    "From an event's commit (its created_at) to its write on a stream.",
+		Buckets: []float64{.001, .0025, .005, .01, .025, .05, .1, .25, .5, 1, 2.5, 5, 10},
+	})
+)
+
+// The executor and the append path (agent, store).
+var (
+	Claims         = counter("refundd_claims_total", "Runs claimed by this process's executor.")
+	LeaseTakeovers = counter("refundd_lease_takeovers_total",
+		"Claims of a run whose previous lease had expired (a crashed or stalled worker).")
+	Reconciliations = counterVec("refundd_reconciliations_total",
+		"Reconciliation lookups at the payment provider, by outcome (succeeded, failed, not_found, error).", "outcome")
+	Appends = counterVec("refundd_appends_total",
+		"Events appended to run logs by this process, by class (business, presentation).", "class")
+)
+
+func init() {
+	Registry.MustRegister(StreamDelivery,
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
+}
+
+// Handler serves the registry in the Prometheus text format.
+func Handler() http.Handler {
+	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
+}
