@@ -19,6 +19,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -142,6 +143,7 @@ func (e *Executor) loop(ctx context.Context, wake <-chan struct{}, poll <-chan t
 		// The lease may start as soon as the claim is sent.
 		claimed := time.Now()
 		e.claims.Add(1)
+		metrics.ClaimQueries.Inc()
 		run, more, err := e.store.ClaimNext(ctx, e.cfg.WorkerID, e.cfg.Lease)
 		if errors.Is(err, store.ErrNotFound) {
 			continue
@@ -152,6 +154,7 @@ func (e *Executor) loop(ctx context.Context, wake <-chan struct{}, poll <-chan t
 			}
 			continue
 		}
+		metrics.Claims.Inc()
 		if more {
 			e.handOn()
 		}
@@ -451,7 +454,18 @@ func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run
 func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
 	defer cancel()
-	return e.provider.Lookup(cctx, op.ID.String())
+	rc, err := e.provider.Lookup(cctx, op.ID.String())
+	outcome := "error"
+	switch {
+	case err == nil && rc.Status == payments.StatusSucceeded:
+		outcome = "succeeded"
+	case err == nil:
+		outcome = "failed"
+	case errors.Is(err, payments.ErrNotFound):
+		outcome = "not_found"
+	}
+	metrics.Reconciliations.WithLabelValues(outcome).Inc()
+	return rc, err
 }
 
 // record commits the provider's receipt for op.

@@ -13,8 +13,10 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -288,9 +290,13 @@ func TestExecutor_CancelAfterProviderCommitIsTooLate(t *testing.T) {
 func TestExecutor_LostResponseIsReconciled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{CommitThenDrop: true})
+	found := testutil.ToFloat64(metrics.Reconciliations.WithLabelValues("succeeded"))
 	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 300 * time.Millisecond}, nil)
 	run := e.start(900)
 	e.waitState(run.ID, store.StateCompleted)
+	if got := testutil.ToFloat64(metrics.Reconciliations.WithLabelValues("succeeded")); got < found+1 {
+		t.Errorf("refundd_reconciliations_total{outcome=succeeded} went from %v to %v, want this lookup counted", found, got)
+	}
 	types := strings.Join(e.types(run.ID), ",")
 	if !strings.Contains(types, "operation.submitted,operation.reconciling,operation.succeeded") {
 		t.Errorf("business events = %s, want operation.submitted,operation.reconciling,operation.succeeded", types)

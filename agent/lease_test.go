@@ -6,7 +6,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
 	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -48,6 +51,7 @@ func TestExecutor_CrashedWorkersRunResumesWithinFiveSeconds(t *testing.T) {
 	}
 	pool.Close()
 	crashed := time.Now()
+	takeovers := testutil.ToFloat64(metrics.LeaseTakeovers)
 
 	e.executor(agent.Config{WorkerID: "survivor"}, nil)
 	r := testkit.WaitRunState(t, e.s, run.ID, store.StateAwaitingApproval, 5*time.Second)
@@ -58,5 +62,8 @@ func TestExecutor_CrashedWorkersRunResumesWithinFiveSeconds(t *testing.T) {
 	}
 	if owner != nil && *owner == "doomed" {
 		t.Errorf("lease owner = %q, want the survivor or none", *owner)
+	}
+	if got := testutil.ToFloat64(metrics.LeaseTakeovers); got < takeovers+1 {
+		t.Errorf("refundd_lease_takeovers_total went from %v to %v, want the survivor's takeover counted", takeovers, got)
 	}
 }

@@ -97,8 +97,7 @@ func (c *chunker) flush(ctx context.Context) error {
 	text := c.buf.String()
 	c.buf.Reset()
 	c.last = time.Now()
-	_, err := c.st.Append(ctx, c.run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}})
-	return err
+	return c.st.AppendNarration(ctx, c.run.ID, text)
 }
 
 // narrate runs the narrator for the facts, falling back to the built-in one

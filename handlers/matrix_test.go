@@ -74,6 +74,9 @@ func mxRows() []mxRow {
 		// mxWant columns: anonymous, customer (owner), other-customer, revoked-customer (owner), approver, support, admin, customer-token.
 		{"GET", "/healthz", false, mxPath("/healthz"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"GET", "/readyz", false, mxPath("/readyz"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+		// Served by peer address, not by role: the matrix calls from loopback
+		// (TestMetrics_LoopbackOnly checks that any other address gets 403).
+		{"GET", "/metrics", false, mxPath("/metrics"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"GET", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"HEAD", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 

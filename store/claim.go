@@ -10,6 +10,8 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+
+	"github.com/refundd/refundd/internal/metrics"
 )
 
 // ErrLeaseLost means another worker holds the run now: this worker's lease
@@ -29,7 +31,8 @@ var ErrLeaseLost = errors.New("store: lease lost")
 func (s *Store) ClaimNext(ctx context.Context, worker string, lease time.Duration) (run *Run, more bool, err error) {
 	var r struct {
 		Run
-		More bool `db:"more"`
+		More     bool `db:"more"`
+		Takeover bool `db:"takeover"`
 	}
 	err = s.db.GetContext(ctx, &r, `
 WITH busy AS (
@@ -37,7 +40,7 @@ WITH busy AS (
     WHERE state NOT IN ('completed', 'failed', 'canceled') AND lease_expires_at >= now()
     GROUP BY owner_id
 ), due AS (
-    SELECT r.id, CASE WHEN r.state IN ('submitting', 'reconciling') OR r.cancel_requested_at IS NOT NULL
+    SELECT r.id, r.lease_expires_at IS NOT NULL AS takeover, CASE WHEN r.state IN ('submitting', 'reconciling') OR r.cancel_requested_at IS NOT NULL
             OR r.lease_expires_at IS NOT NULL THEN 0 ELSE 1 END AS prio,
         COALESCE(b.leased, 0) AS leased, r.next_attempt_at
     FROM runs r LEFT JOIN busy b ON b.owner_id = r.owner_id
@@ -52,12 +55,17 @@ WITH busy AS (
     WHERE id = (SELECT id FROM due ORDER BY prio, leased, next_attempt_at LIMIT 1)
     RETURNING `+runColumns+`
 )
-SELECT claimed.*, (SELECT count(*) FROM due) > 1 AS more FROM claimed`, worker, interval(lease))
+SELECT claimed.*, (SELECT count(*) FROM due) > 1 AS more,
+    (SELECT takeover FROM due WHERE due.id = claimed.id) AS takeover
+FROM claimed`, worker, interval(lease))
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, ErrNotFound
 	}
 	if err != nil {
 		return nil, false, fmt.Errorf("store: claim run: %w", err)
+	}
+	if r.Takeover {
+		metrics.LeaseTakeovers.Inc()
 	}
 	return &r.Run, r.More, nil
 }

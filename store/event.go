@@ -10,6 +10,8 @@ import (
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
+
+	"github.com/refundd/refundd/internal/metrics"
 )
 
 // Event classes: business events are audit history and stay; presentation
@@ -67,14 +69,36 @@ type NewEvent struct {
 
 const eventColumns = `run_id, seq, event_id, type, class, payload, created_at`
 
+// seqEpochGap is how many seqs the first append after a PostgreSQL restart
+// skips. It must exceed the narration events one run can have committed
+// but not yet flushed when the server stops: the WAL writer flushes
+// asynchronous commits within three wal_writer_delays (600 ms by default),
+// and a run narrates at most about ten events a second.
+const seqEpochGap = 1000
+
+// bumpSeq is the SET list of every append's UPDATE of the run: n more
+// events, and after a restart a gap below a raised replay_floor. The right-
+// hand sides read the row as it was.
+func bumpSeq(n string) string {
+	return fmt.Sprintf(`
+    last_seq = last_seq + %[2]s + CASE WHEN seq_epoch = pg_postmaster_start_time() THEN 0 ELSE %[1]d END,
+    replay_floor = CASE WHEN seq_epoch = pg_postmaster_start_time() THEN replay_floor ELSE last_seq + %[1]d END,
+    seq_epoch = pg_postmaster_start_time(),
+    updated_at = now()`, seqEpochGap, n)
+}
+
 // appendSQL bumps last_seq under the run's row lock, inserts the events
 // numbered below it, and queues a NOTIFY with the highest seq, in one
 // statement. PostgreSQL delivers the NOTIFY at commit. Because the row lock
 // is held until commit, one run's events commit in seq order: a reader
 // asking for seq > cursor never skips a later commit.
-const appendSQL = `
+//
+// The first append after a PostgreSQL restart skips seqEpochGap seqs and
+// raises replay_floor past them (see migrations/00008_seq_epoch.sql): seqs
+// of narration lost in a crash are never handed out again.
+var appendSQL = `
 WITH bump AS (
-    UPDATE runs SET last_seq = last_seq + $2, updated_at = now()
+    UPDATE runs SET ` + bumpSeq("$2") + `
     WHERE id = $1
     RETURNING last_seq
 ), ins AS (
@@ -129,6 +153,9 @@ func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, 
 	}
 	if len(out) != len(evs) {
 		return nil, fmt.Errorf("store: append event: run %s: %w", runID, ErrNotFound)
+	}
+	for _, ev := range out {
+		metrics.Appends.WithLabelValues(ev.Class).Inc()
 	}
 	return out, nil
 }

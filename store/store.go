@@ -29,6 +29,8 @@ type Store struct {
 
 	mu    sync.Mutex
 	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
+
+	narration narrationBatcher
 }
 
 // Option adjusts how Open sets up the pool.
@@ -72,11 +74,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	return &Store{db: db, url: url}, nil
+	return &Store{db: db, url: url, narration: newNarrationBatcher()}, nil
 }
 
 // Close closes the pool.
 func (s *Store) Close() error {
+	s.narration.stop()
 	s.mu.Lock()
 	for _, st := range s.stmts {
 		st.Close()

@@ -59,13 +59,16 @@ var (
 
 // The executor and the append path (agent, store).
 var (
-	Claims         = counter("refundd_claims_total", "Runs claimed by this process's executor.")
+	Claims       = counter("refundd_claims_total", "Runs claimed by this process's executor.")
+	ClaimQueries = counter("refundd_claim_queries_total",
+		"Claim queries the executor sent (a wake-up or poll that looked for work), whether or not a run was due.")
 	LeaseTakeovers = counter("refundd_lease_takeovers_total",
 		"Claims of a run whose previous lease had expired (a crashed or stalled worker).")
 	Reconciliations = counterVec("refundd_reconciliations_total",
 		"Reconciliation lookups at the payment provider, by outcome (succeeded, failed, not_found, error).", "outcome")
 	Appends = counterVec("refundd_appends_total",
-		"Events appended to run logs by this process, by class (business, presentation).", "class")
+		"Events appended to run logs by this process, by class (business, presentation); "+
+			"an append inside a transaction that then rolls back is counted too.", "class")
 )
 
 func init() {

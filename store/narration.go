@@ -1,0 +1,206 @@
+package store
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/refundd/refundd/internal/metrics"
+)
+
+// Narration is presentation (seed 004: not every token needs keeping), so
+// it is written unlike business events: the narration of every run in the
+// process is gathered into one transaction, committed without waiting for
+// the WAL flush (synchronous_commit=off), with one NOTIFY per run in it.
+// While one batch commits the next gathers, so a quiet process writes each
+// piece at once and a busy one writes many per commit. A crash may lose the
+// last few batches; migrations/00008_seq_epoch.sql keeps their seqs from
+// ever naming another event.
+
+// maxNarrationBatch bounds one batch (and what waits to join the next).
+const maxNarrationBatch = 512
+
+// narrationBatchTimeout bounds one batch's transaction: it runs for many
+// callers, so it does not take any one caller's deadline.
+const narrationBatchTimeout = 30 * time.Second
+
+// errStoreClosed answers narration appended after Close.
+var errStoreClosed = errors.New("store: closed")
+
+type narrationPiece struct {
+	runID uuid.UUID
+	text  string
+	done  chan error
+}
+
+type narrationBatcher struct {
+	start sync.Once
+	queue chan narrationPiece
+	quit  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newNarrationBatcher() narrationBatcher {
+	return narrationBatcher{queue: make(chan narrationPiece, maxNarrationBatch), quit: make(chan struct{})}
+}
+
+// stop ends the batcher after the batch in flight; what still waits gets
+// errStoreClosed.
+func (b *narrationBatcher) stop() {
+	select {
+	case <-b.quit:
+	default:
+		close(b.quit)
+	}
+	b.wg.Wait()
+}
+
+// AppendNarration appends a narration.delta with text to the run's log,
+// batched with other runs' narration and committed asynchronously. It
+// returns once the batch committed (the event is visible to readers, and
+// its NOTIFY sent), or when ctx ends; ErrNotFound for a missing run.
+func (s *Store) AppendNarration(ctx context.Context, runID uuid.UUID, text string) error {
+	b := &s.narration
+	b.start.Do(func() { b.wg.Go(s.writeNarration) })
+	p := narrationPiece{runID: runID, text: text, done: make(chan error, 1)}
+	select {
+	case b.queue <- p:
+	case <-b.quit:
+		return errStoreClosed
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+	select {
+	case err := <-p.done:
+		return err
+	case <-b.quit:
+		return errStoreClosed
+	case <-ctx.Done():
+		return context.Cause(ctx)
+	}
+}
+
+// writeNarration is the batcher's goroutine: it takes what waits, up to a
+// batch, writes it in one transaction and answers each piece.
+func (s *Store) writeNarration() {
+	b := &s.narration
+	for {
+		var batch []narrationPiece
+		select {
+		case p := <-b.queue:
+			batch = append(batch, p)
+		case <-b.quit:
+			return
+		}
+	gather:
+		for len(batch) < maxNarrationBatch {
+			select {
+			case p := <-b.queue:
+				batch = append(batch, p)
+			default:
+				break gather
+			}
+		}
+		written, err := s.appendNarrationBatch(batch)
+		for _, p := range batch {
+			switch {
+			case err != nil:
+				p.done <- err
+			case !written[p.runID]:
+				p.done <- fmt.Errorf("store: narration for run %s: %w", p.runID, ErrNotFound)
+			default:
+				p.done <- nil
+			}
+		}
+	}
+}
+
+// narrationSQL appends every piece of a batch: each run's pieces are
+// numbered in order after its last_seq (bumped once per run, as appendSQL
+// does), and each run gets one NOTIFY with its new last_seq. The runs'
+// rows were locked in id order by the statement before, so two batches
+// never deadlock.
+var narrationSQL = `
+WITH input AS (
+    SELECT i.run_id, i.event_id, i.payload,
+           row_number() OVER (PARTITION BY i.run_id ORDER BY i.ord) AS k
+    FROM unnest($1::uuid[], $2::uuid[], $3::text[]) WITH ORDINALITY AS i(run_id, event_id, payload, ord)
+), counts AS (
+    SELECT run_id, count(*) AS n FROM input GROUP BY run_id
+), bump AS (
+    UPDATE runs SET ` + bumpSeq("counts.n") + `
+    FROM counts WHERE runs.id = counts.run_id
+    RETURNING runs.id, runs.last_seq, counts.n
+), ins AS (
+    INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
+    SELECT i.run_id, b.last_seq - b.n + i.k, i.event_id, '` + EventNarrationDelta + `', '` + ClassPresentation + `', i.payload::jsonb
+    FROM input i JOIN bump b ON b.id = i.run_id
+    RETURNING run_id
+), note AS (
+    SELECT pg_notify($4, b.id::text || ':' || b.last_seq) FROM bump b
+)
+SELECT DISTINCT ins.run_id FROM ins CROSS JOIN (SELECT count(*) FROM note) AS notified`
+
+const lockRunsSQL = `SELECT 1 FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+
+// appendNarrationBatch writes a batch in one asynchronous-commit
+// transaction and says which runs it wrote to.
+func (s *Store) appendNarrationBatch(batch []narrationPiece) (map[uuid.UUID]bool, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), narrationBatchTimeout)
+	defer cancel()
+	runs := make([]string, len(batch))
+	ids := make([]string, len(batch))
+	payloads := make([]string, len(batch))
+	for i, p := range batch {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("store: event id: %w", err)
+		}
+		payload, err := json.Marshal(map[string]string{"text": p.text})
+		if err != nil {
+			return nil, fmt.Errorf("store: narration payload: %w", err)
+		}
+		runs[i], ids[i], payloads[i] = p.runID.String(), id.String(), string(payload)
+	}
+	// Prepared before the transaction takes its connection (see warm).
+	stmt, err := s.prepared(ctx, narrationSQL)
+	if err != nil {
+		return nil, err
+	}
+	written := make(map[uuid.UUID]bool, len(batch))
+	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, lockRunsSQL, pq.Array(runs)); err != nil {
+			return err
+		}
+		var got []uuid.UUID
+		if err := tx.StmtxContext(ctx, stmt).SelectContext(ctx, &got,
+			pq.Array(runs), pq.Array(ids), pq.Array(payloads), ChannelEvents); err != nil {
+			return err
+		}
+		for _, id := range got {
+			written[id] = true
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("store: append narration: %w", err)
+	}
+	n := 0
+	for _, p := range batch {
+		if written[p.runID] {
+			n++
+		}
+	}
+	metrics.Appends.WithLabelValues(ClassPresentation).Add(float64(n))
+	return written, nil
+}
