@@ -1,10 +1,13 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -87,11 +90,11 @@ func bumpSeq(n string) string {
     updated_at = now()`, seqEpochGap, n)
 }
 
-// appendSQL bumps last_seq under the run's row lock, inserts the events
-// numbered below it, and queues a NOTIFY with the highest seq, in one
-// statement. PostgreSQL delivers the NOTIFY at commit. Because the row lock
-// is held until commit, one run's events commit in seq order: a reader
-// asking for seq > cursor never skips a later commit.
+// appendSQL bumps last_seq under the run's row lock and inserts the events
+// numbered below it, in one statement. Because the row lock is held until
+// commit, one run's events commit in seq order: a reader asking for
+// seq > cursor never skips a later commit. The NOTIFY that wakes the
+// readers goes out after the commit (notify.go).
 //
 // The first append after a PostgreSQL restart skips seqEpochGap seqs and
 // raises replay_floor past them (see migrations/00008_seq_epoch.sql): seqs
@@ -101,16 +104,12 @@ WITH bump AS (
     UPDATE runs SET ` + bumpSeq("$2") + `
     WHERE id = $1
     RETURNING last_seq
-), ins AS (
-    INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
-    SELECT $1, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
-    FROM bump, unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
-        AS e(event_id, type, class, payload, ord)
-    RETURNING ` + eventColumns + `
-), note AS (
-    SELECT pg_notify($7, $1::text || ':' || (SELECT last_seq FROM bump))
 )
-SELECT ins.* FROM ins, note ORDER BY seq`
+INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
+SELECT $1, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
+FROM bump, unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
+    AS e(event_id, type, class, payload, ord)
+RETURNING ` + eventColumns
 
 // appendEvents appends evs to the run's log. With a transaction, the events
 // commit with the state change the transaction makes; without one (tx nil)
@@ -147,15 +146,22 @@ func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, 
 	}
 	var out []Event
 	err = stmt.SelectContext(ctx, &out,
-		runID, len(evs), pq.Array(ids), pq.Array(types), pq.Array(classes), pq.Array(payloads), ChannelEvents)
+		runID, len(evs), pq.Array(ids), pq.Array(types), pq.Array(classes), pq.Array(payloads))
 	if err != nil {
 		return nil, fmt.Errorf("store: append event: %w", err)
 	}
 	if len(out) != len(evs) {
 		return nil, fmt.Errorf("store: append event: run %s: %w", runID, ErrNotFound)
 	}
+	slices.SortFunc(out, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	for _, ev := range out {
 		metrics.Appends.WithLabelValues(ev.Class).Inc()
+	}
+	n := notice{ChannelEvents, runID.String() + ":" + strconv.FormatInt(out[len(out)-1].Seq, 10)}
+	if tx != nil {
+		noteAfterCommit(tx, n)
+	} else {
+		s.notify(n)
 	}
 	return out, nil
 }

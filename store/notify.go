@@ -2,9 +2,13 @@ package store
 
 import (
 	"context"
-	"fmt"
+	"sync"
+	"time"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/refundd/refundd/internal/metrics"
 )
 
 // NOTIFY channels. Notifications only wake listeners; what they act on is
@@ -20,11 +24,131 @@ const (
 	ChannelWork = "refundd_work"
 )
 
-// notifyWork wakes workers when tx commits, not before: a worker woken
-// earlier would find nothing to claim.
-func notifyWork(ctx context.Context, tx *sqlx.Tx) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, '')`, ChannelWork); err != nil {
-		return fmt.Errorf("store: notify work: %w", err)
+// A transaction that NOTIFYs takes one lock for the whole database at
+// commit and holds it until the commit is flushed: every such commit waits
+// for the WAL flush of the one before, with no group commit between them
+// (issue 12 measured it as the first contention, Lock:object). So business
+// transactions do not NOTIFY themselves. What they would have sent is noted
+// with the transaction (noteAfterCommit) and, once it committed, handed to
+// the process's notifier, which sends the notices of many commits in one
+// small transaction of its own, committed without waiting for the flush.
+// A wake-up then trails its commit by a round trip; a process that dies in
+// between loses the wake-up, which only delays delivery until the next one
+// (or a poll), as a lost notification always could.
+
+type notice struct{ channel, payload string }
+
+// pendingNotices holds, per open transaction, what to send once it
+// commits. Only the transaction's own goroutine touches its entry.
+var pendingNotices sync.Map // *sqlx.Tx → *[]notice
+
+func noteAfterCommit(tx *sqlx.Tx, n notice) {
+	v, _ := pendingNotices.LoadOrStore(tx, &[]notice{})
+	p := v.(*[]notice)
+	*p = append(*p, n)
+}
+
+// takeNotices removes and returns what tx noted.
+func takeNotices(tx *sqlx.Tx) []notice {
+	if v, ok := pendingNotices.LoadAndDelete(tx); ok {
+		return *v.(*[]notice)
 	}
 	return nil
+}
+
+// notifyWork wakes workers once tx commits, not before: a worker woken
+// earlier would find nothing to claim.
+func notifyWork(_ context.Context, tx *sqlx.Tx) error {
+	noteAfterCommit(tx, notice{ChannelWork, ""})
+	return nil
+}
+
+// maxNotices bounds one notifier transaction (and what waits for the next).
+const maxNotices = 1024
+
+type notifier struct {
+	start sync.Once
+	queue chan notice
+	quit  chan struct{}
+	wg    sync.WaitGroup
+}
+
+func newNotifier() notifier {
+	return notifier{queue: make(chan notice, 4*maxNotices), quit: make(chan struct{})}
+}
+
+func (n *notifier) stop() {
+	select {
+	case <-n.quit:
+	default:
+		close(n.quit)
+	}
+	n.wg.Wait()
+}
+
+// notify queues notices for the notifier. It waits only while the queue is
+// full (PostgreSQL is slower than the commits: back-pressure).
+func (s *Store) notify(ns ...notice) {
+	if len(ns) == 0 {
+		return
+	}
+	n := &s.notifier
+	n.start.Do(func() { n.wg.Go(s.sendNotices) })
+	for _, x := range ns {
+		select {
+		case n.queue <- x:
+		case <-n.quit:
+			return
+		}
+	}
+}
+
+// sendNotices is the notifier's goroutine: it takes what waits, up to
+// maxNotices, drops repeats, and sends them in one transaction.
+func (s *Store) sendNotices() {
+	n := &s.notifier
+	for {
+		var batch []notice
+		select {
+		case x := <-n.queue:
+			batch = append(batch, x)
+		case <-n.quit:
+			return
+		}
+		seen := map[notice]bool{batch[0]: true}
+	gather:
+		for len(batch) < maxNotices {
+			select {
+			case x := <-n.queue:
+				if !seen[x] {
+					seen[x] = true
+					batch = append(batch, x)
+				}
+			default:
+				break gather
+			}
+		}
+		if err := s.sendBatch(batch); err != nil {
+			metrics.NoticesLost.Add(float64(len(batch)))
+		}
+	}
+}
+
+func (s *Store) sendBatch(batch []notice) error {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	channels := make([]string, len(batch))
+	payloads := make([]string, len(batch))
+	for i, x := range batch {
+		channels[i], payloads[i] = x.channel, x.payload
+	}
+	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
+			return err
+		}
+		// WITH ORDINALITY keeps the order they were queued in.
+		_, err := tx.ExecContext(ctx, `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i) ORDER BY i`,
+			pq.Array(channels), pq.Array(payloads))
+		return err
+	})
 }

@@ -31,6 +31,7 @@ type Store struct {
 	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
 
 	narration narrationBatcher
+	notifier  notifier
 }
 
 // Option adjusts how Open sets up the pool.
@@ -74,12 +75,13 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	return &Store{db: db, url: url, narration: newNarrationBatcher()}, nil
+	return &Store{db: db, url: url, narration: newNarrationBatcher(), notifier: newNotifier()}, nil
 }
 
 // Close closes the pool.
 func (s *Store) Close() error {
 	s.narration.stop()
+	s.notifier.stop()
 	s.mu.Lock()
 	for _, st := range s.stmts {
 		st.Close()
@@ -185,12 +187,15 @@ func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	if err := fn(tx); err != nil {
+	err = fn(tx)
+	notices := takeNotices(tx)
+	if err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
+	s.notify(notices...)
 	return nil
 }

@@ -66,6 +66,8 @@ var (
 		"Claims of a run whose previous lease had expired (a crashed or stalled worker).")
 	Reconciliations = counterVec("refundd_reconciliations_total",
 		"Reconciliation lookups at the payment provider, by outcome (succeeded, failed, not_found, error).", "outcome")
+	NoticesLost = counter("refundd_notices_lost_total",
+		"Wake-up notifications not sent because their transaction failed (delivery waits for the next wake-up or poll).")
 	Appends = counterVec("refundd_appends_total",
 		"Events appended to run logs by this process, by class (business, presentation); "+
 			"an append inside a transaction that then rolls back is counted too.", "class")
