@@ -22,7 +22,14 @@ import (
 	"github.com/refundd/refundd/store/storetest"
 )
 
-func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := storetest.Main(m)
+	// The binary buildBinary made for this process's tests.
+	if binPath != "" {
+		os.RemoveAll(filepath.Dir(binPath))
+	}
+	os.Exit(code)
+}
 
 const testSessionKey = "0123456789abcdef0123456789abcdef"
 
