@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -154,6 +155,10 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 	s := &stream{h: h, c: c, f: f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(u, run, access),
 		sub: sub, w: w, userWake: userWake}
 	err = s.run(ctx, start)
+	if _, cut := sub.out.take(); cut != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		// A write stuck past its deadline, or one the cut aborted.
+		err = errSlowReader
+	}
 	cancel(err)
 	h.logStreamEnd(c, run.ID, err)
 	return nil
@@ -172,10 +177,10 @@ func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.Stream
 // logStreamEnd notes why a stream ended, when it is worth a line.
 func (h *Handler) logStreamEnd(c echo.Context, runID uuid.UUID, err error) {
 	switch {
-	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
 	case errors.Is(err, errSlowReader):
 		metrics.StreamSlowCuts.Inc()
 		h.log.Info("stream closed: subscriber too slow", "run", runID)
+	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
 	default:
 		// Mostly clients gone mid-write; they reconnect and replay.
 		h.log.Info("stream ended", "run", runID, "err", err)
