@@ -26,7 +26,7 @@ func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused string) err
 	var msg string
 	switch refused {
 	case refusedUserCap:
-		msg = fmt.Sprintf("You have %d live views open, the most allowed at once. Close one; this page tries again in %s.",
+		msg = fmt.Sprintf("You have the most live views one person may have open (%d). Close one; this page tries again in %s.",
 			h.cfg.Stream.MaxPerUser, seconds(wait))
 	case refusedProcessCap:
 		msg = fmt.Sprintf("The server is following as many runs as it can. This page tries again in %s.", seconds(wait))

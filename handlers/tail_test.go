@@ -130,7 +130,7 @@ func TestStream_CapsRefuseInWords(t *testing.T) {
 
 	t.Run("the user's cap, run page", func(t *testing.T) {
 		r := a.get(t, customer, htmlStreamPath(a.run.ID, "1"))
-		wantBusy(t, r, "You have 2 live views open, the most allowed at once")
+		wantBusy(t, r, "You have the most live views one person may have open (2)")
 	})
 	t.Run("the user's cap, API", func(t *testing.T) {
 		r := a.get(t, customer, jsonStreamPath(a.run.ID, "1"))
