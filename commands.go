@@ -69,7 +69,7 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	cfg.ProviderURL = provider.URL()
 	stopWorker := startWorker(ctx, cfg, st, listener, logger)
 	defer stopWorker()
-	return serveHTTP(ctx, e, cfg.Addr, logger, func(url string) {
+	return serveHTTP(ctx, e, cfg.Addr, cfg.MaxConnections, logger, func(url string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
 		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n\n", cfg.ProviderURL, cfg.ProviderURL)
 		fmt.Fprintf(stdout, "Demo logins, password %q:\n", store.DemoPassword)
@@ -110,7 +110,7 @@ func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logge
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, e, cfg.Addr, logger, func(url string) {
+	return serveHTTP(ctx, e, cfg.Addr, cfg.MaxConnections, logger, func(url string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
 	})
 }

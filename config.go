@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/refundd/refundd/handlers"
@@ -64,6 +65,15 @@ type Config struct {
 	// DB_POOL_SIZE: the most database connections one process opens;
 	// processes × this must fit PostgreSQL's max_connections.
 	DBPoolSize int
+	// MAX_CONNECTIONS: the HTTP connections the web server holds at once;
+	// past it new ones wait to be accepted. Default: the open-file limit
+	// less a reserve for the database pool, the listener and files.
+	MaxConnections int
+	// MAX_STREAMS: live event streams one process holds at once; default
+	// MAX_CONNECTIONS less a tenth (at least 16), kept for pages, login and
+	// health checks. MAX_STREAMS_PER_USER: those one user may hold.
+	MaxStreams        int
+	MaxStreamsPerUser int
 
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
 	ModelName    string // MODEL_NAME
@@ -94,6 +104,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.checkConnections(env, &p)
 	c.readWeb(env, &p)
 	c.readPolicy(env, &p)
+	c.readLimits(env, &p)
 	c.checkModelAndLogging(env, &p)
 	if len(p) > 0 {
 		return c, errors.New("config: " + strings.Join(p, "; "))
@@ -203,6 +214,32 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 	}
 	c.MaxRefund = minorUnits(env, p, "MAX_REFUND")
 	c.ApprovalThreshold = minorUnits(env, p, "APPROVAL_THRESHOLD")
+}
+
+// readLimits reads the caps on connections and streams. Their defaults
+// follow from the open-file limit (which Go raises to the hard limit at
+// start), so that at the caps the process still has descriptors for its
+// database connections, and connections for pages and health checks.
+func (c *Config) readLimits(env func(string) string, p *problems) {
+	files := openFileLimit()
+	// The pool, the listener, and files, logs and outgoing clients.
+	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-1-64, 64))
+	c.MaxStreams = count(env, p, "MAX_STREAMS", c.MaxConnections-max(c.MaxConnections/10, 16))
+	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", 16)
+	if c.MaxStreams >= c.MaxConnections {
+		p.add("MAX_STREAMS (%d) must be below MAX_CONNECTIONS (%d), so pages, login and health checks keep connections when streams are at their cap",
+			c.MaxStreams, c.MaxConnections)
+	}
+}
+
+// openFileLimit is the process's soft limit on open files (1024 if it
+// cannot be read).
+func openFileLimit() int {
+	var rl syscall.Rlimit
+	if err := syscall.Getrlimit(syscall.RLIMIT_NOFILE, &rl); err != nil || rl.Cur > 1<<30 {
+		return 1024
+	}
+	return int(rl.Cur)
 }
 
 // atLeast reads a duration of at least min; unset is def.

@@ -202,3 +202,49 @@ func TestLoadConfig_StartRatePerUser(t *testing.T) {
 		}
 	}
 }
+
+// TestLoadConfig_StreamLimits: the caps on connections and streams default
+// from the open-file limit, keep connections free for pages, and refuse a
+// stream cap that would leave pages none.
+func TestLoadConfig_StreamLimits(t *testing.T) {
+	t.Parallel()
+	t.Run("defaults follow the open-file limit", func(t *testing.T) {
+		c, err := LoadConfig(func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		files := openFileLimit()
+		if c.MaxConnections >= files || c.MaxConnections < 64 {
+			t.Errorf("MaxConnections = %d, want below the open-file limit %d (and at least 64)", c.MaxConnections, files)
+		}
+		if c.MaxStreams >= c.MaxConnections || c.MaxStreams < c.MaxConnections*8/10 {
+			t.Errorf("MaxStreams = %d, want below MaxConnections %d by a reserve of about a tenth", c.MaxStreams, c.MaxConnections)
+		}
+		if c.MaxStreamsPerUser != 16 {
+			t.Errorf("MaxStreamsPerUser = %d, want 16", c.MaxStreamsPerUser)
+		}
+	})
+	t.Run("set", func(t *testing.T) {
+		env := map[string]string{"MAX_CONNECTIONS": "500", "MAX_STREAMS": "400", "MAX_STREAMS_PER_USER": "4"}
+		c, err := LoadConfig(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if c.MaxConnections != 500 || c.MaxStreams != 400 || c.MaxStreamsPerUser != 4 {
+			t.Errorf("caps = %d, %d, %d, want 500, 400, 4", c.MaxConnections, c.MaxStreams, c.MaxStreamsPerUser)
+		}
+	})
+	for _, bad := range []struct {
+		env  map[string]string
+		want string
+	}{
+		{map[string]string{"MAX_STREAMS_PER_USER": "0"}, "MAX_STREAMS_PER_USER must be a whole number of at least 1"},
+		{map[string]string{"MAX_STREAMS": "lots"}, "MAX_STREAMS must be a whole number"},
+		{map[string]string{"MAX_CONNECTIONS": "100", "MAX_STREAMS": "100"}, "MAX_STREAMS (100) must be below MAX_CONNECTIONS (100)"},
+	} {
+		_, err := LoadConfig(func(k string) string { return bad.env[k] })
+		if err == nil || !strings.Contains(err.Error(), bad.want) {
+			t.Errorf("%v: err = %v, want %q", bad.env, err, bad.want)
+		}
+	}
+}

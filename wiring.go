@@ -11,9 +11,12 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/net/netutil"
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
@@ -115,13 +118,15 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		// nothing at all.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",
 		StartRatePerUser:  cfg.StartRatePerUser,
+		Stream:            handlers.StreamConfig{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser},
 	}, st, logger)
 }
 
-// serveHTTP serves e on addr until ctx ends, then shuts down gracefully:
-// it stops accepting, lets requests in flight finish (up to a deadline) and
-// returns. ready gets the base URL once the listener is open.
-func serveHTTP(ctx context.Context, e *echo.Echo, addr string, logger *slog.Logger, ready func(url string)) error {
+// serveHTTP serves e on addr, holding at most maxConns connections, until
+// ctx ends, then shuts down gracefully: it stops accepting, lets requests in
+// flight finish (up to a deadline) and returns. ready gets the base URL once
+// the listener is open.
+func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, logger *slog.Logger, ready func(url string)) error {
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -129,9 +134,12 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, logger *slog.Logg
 	// echo's own Server, so handlers can RegisterOnShutdown (streams).
 	srv := e.Server
 	srv.Handler = e
+	ln = capConnections(ln, srv, maxConns)
+	// A connection that sends no request, or sits idle between requests,
+	// is closed soon: neither may hold a slot that pages need.
 	srv.ReadHeaderTimeout = 10 * time.Second
 	srv.ReadTimeout = 30 * time.Second
-	srv.IdleTimeout = 2 * time.Minute
+	srv.IdleTimeout = 30 * time.Second
 	// No WriteTimeout: event streams stay open for as long as the client
 	// watches; handlers that need one set it per request.
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
@@ -157,6 +165,36 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, logger *slog.Logg
 	}
 	logger.Info("http server stopped")
 	return nil
+}
+
+// capConnections holds at most max connections open on srv at once
+// (netutil.LimitListener): past the cap, new connections wait in the
+// kernel's backlog instead of taking the file descriptors the database
+// pool and the listener need. Near the cap (nine tenths) keep-alive is
+// turned off, which closes idle connections at once, so clients that hold
+// connections without using them cannot keep pages and health checks out;
+// it comes back on below three quarters.
+func capConnections(ln net.Listener, srv *http.Server, max int) net.Listener {
+	var open atomic.Int64
+	high, low := int64(max)*9/10, int64(max)*3/4
+	srv.ConnState = func(_ net.Conn, s http.ConnState) {
+		var n int64
+		switch s {
+		case http.StateNew:
+			n = open.Add(1)
+		case http.StateClosed, http.StateHijacked:
+			n = open.Add(-1)
+		default:
+			return
+		}
+		switch {
+		case s == http.StateNew && n == high:
+			srv.SetKeepAlivesEnabled(false)
+		case s != http.StateNew && n == low:
+			srv.SetKeepAlivesEnabled(true)
+		}
+	}
+	return netutil.LimitListener(ln, max)
 }
 
 // baseURL is the address people can open: an unspecified listen address

@@ -63,6 +63,7 @@ type Handler struct {
 	sessions *sessions.CookieStore
 	cookie   string // the session cookie's name
 	streams  *openStreams
+	tails    *tails
 }
 
 // New builds the web server's handler with every route registered.
@@ -85,7 +86,8 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 		h.cfg.RequestTimeout = DefaultRequestTimeout
 	}
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
-	h.streams = newOpenStreams()
+	h.streams = newOpenStreams(&h.cfg.Stream, h.recheckStreams)
+	h.tails = newTails(h.streams.ctx, st, cfg.Listener, &h.cfg.Stream, logger)
 	e.Server.RegisterOnShutdown(h.streams.Close)
 	e.HideBanner = true
 	e.HidePort = true

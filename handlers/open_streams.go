@@ -4,40 +4,159 @@ import (
 	"context"
 	"errors"
 	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/store"
 )
 
 // errShuttingDown is the cause a stream ends with when the server stops.
 var errShuttingDown = errors.New("handlers: server shutting down")
 
-// openStreams tracks the open streams so shutdown can end them: Close ends
-// them all at once (graceful shutdown registers it) and refuses new ones.
-// Without it, e.Shutdown would wait for every stream until its deadline.
+// subscriber is one open stream as the process's registry and its run's
+// tail see it. The tail offers it pages; the registry counts it against
+// the caps and re-checks its access with everyone else's.
+type subscriber struct {
+	out    *outbox
+	userID int64
+	cred   store.StreamCredential
+	// access is what the stream last decided (an Access); the batched
+	// re-check wakes recheck when the database now says otherwise.
+	access  atomic.Int32
+	recheck chan struct{}
+	// w is the stream's writer once open: a cut aborts a write stuck on a
+	// client that does not read.
+	w atomic.Pointer[sseWriter]
+}
+
+func newSubscriber(cfg *StreamConfig, userID int64, cred store.StreamCredential, access Access) *subscriber {
+	s := &subscriber{out: newOutbox(cfg), userID: userID, cred: cred, recheck: make(chan struct{}, 1)}
+	s.access.Store(int32(access))
+	return s
+}
+
+// offer queues one item; a subscriber that cannot take it is cut.
+func (s *subscriber) offer(it item) bool {
+	if s.out.offer(it) {
+		return true
+	}
+	if w := s.w.Load(); w != nil {
+		w.abort()
+	}
+	return false
+}
+
+func (s *subscriber) offerEvents(evs []store.Event) {
+	for _, ev := range evs {
+		if !s.offer(eventItem(ev)) {
+			return
+		}
+	}
+}
+
+// Why a stream was refused before it opened (metrics.StreamsRefused).
+const (
+	refusedUserCap    = "user_cap"
+	refusedProcessCap = "process_cap"
+	refusedShutdown   = "shutting_down"
+)
+
+// openStreams is the process's registry of open streams. It bounds them
+// (per user, per process), re-checks the access of all of them in one
+// query per Recheck interval (recheck), and at shutdown ends them all at
+// once and refuses new ones: without that, e.Shutdown would wait for every
+// stream until its deadline.
 type openStreams struct {
 	ctx  context.Context // done once Close is called
 	stop context.CancelCauseFunc
 
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
+	maxStreams, maxPerUser int
+	every                  time.Duration
+	recheck                func(ctx context.Context, subs []*subscriber)
+
+	mu      sync.Mutex
+	closed  bool
+	subs    map[*subscriber]struct{}
+	perUser map[int64]int
+	idle    chan struct{} // closed to stop the re-check loop when no stream is open
+	wg      sync.WaitGroup
 }
 
-func newOpenStreams() *openStreams {
+func newOpenStreams(cfg *StreamConfig, recheck func(context.Context, []*subscriber)) *openStreams {
 	ctx, stop := context.WithCancelCause(context.Background())
-	return &openStreams{ctx: ctx, stop: stop}
+	return &openStreams{ctx: ctx, stop: stop, maxStreams: cfg.MaxStreams, maxPerUser: cfg.MaxPerUser,
+		every: cfg.Recheck, recheck: recheck, subs: map[*subscriber]struct{}{}, perUser: map[int64]int{}}
 }
 
-// begin registers a stream; false once closed. A true begin needs an end.
-func (o *openStreams) begin() bool {
+// add registers a stream, or says why it is refused. An accepted stream
+// needs a remove.
+func (o *openStreams) add(s *subscriber) (refused string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if o.closed {
-		return false
+	switch {
+	case o.closed:
+		refused = refusedShutdown
+	case len(o.subs) >= o.maxStreams:
+		refused = refusedProcessCap
+	case o.perUser[s.userID] >= o.maxPerUser:
+		refused = refusedUserCap
 	}
+	if refused != "" {
+		metrics.StreamsRefused.WithLabelValues(refused).Inc()
+		return refused
+	}
+	o.subs[s] = struct{}{}
+	o.perUser[s.userID]++
 	o.wg.Add(1)
-	return true
+	metrics.StreamsOpen.Inc()
+	if len(o.subs) == 1 {
+		// The first stream starts the re-check loop; the last stops it, so
+		// a process without streams holds no goroutine for them.
+		o.idle = make(chan struct{})
+		o.wg.Go(func() { o.recheckLoop(o.idle) })
+	}
+	return ""
 }
 
-func (o *openStreams) end() { o.wg.Done() }
+func (o *openStreams) remove(s *subscriber) {
+	o.mu.Lock()
+	delete(o.subs, s)
+	if o.perUser[s.userID]--; o.perUser[s.userID] <= 0 {
+		delete(o.perUser, s.userID)
+	}
+	if len(o.subs) == 0 {
+		close(o.idle)
+	}
+	o.mu.Unlock()
+	metrics.StreamsOpen.Dec()
+	o.wg.Done()
+}
+
+// recheckLoop re-checks every open stream's access each interval, in one
+// batch, until idle is closed or the server shuts down.
+func (o *openStreams) recheckLoop(idle <-chan struct{}) {
+	t := time.NewTicker(o.every)
+	defer t.Stop()
+	for {
+		select {
+		case <-idle:
+			return
+		case <-o.ctx.Done():
+			return
+		case <-t.C:
+		}
+		o.mu.Lock()
+		subs := make([]*subscriber, 0, len(o.subs))
+		for s := range o.subs {
+			subs = append(subs, s)
+		}
+		o.mu.Unlock()
+		ctx, cancel := context.WithTimeout(o.ctx, o.every)
+		o.recheck(ctx, subs)
+		cancel()
+	}
+}
 
 // endOnShutdown cancels a stream with errShuttingDown when Close is
 // called; the function it returns stops watching.

@@ -1,55 +1,56 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"sync"
-	"time"
 
 	"github.com/refundd/refundd/store"
 )
 
-// errSlowReader ends a stream whose outbox stayed full for SlowAfter; the
-// client reconnects and replays from the store.
+// errSlowReader ends a stream whose outbox overflowed: the client
+// reconnects and replays from the store.
 var errSlowReader = errors.New("handlers: stream subscriber too slow")
 
-// outbox is one subscriber's bounded queue between the store reader and the
-// connection writer. Pushing never blocks the runtime: the reader reads
-// from the store, so waiting here only delays this subscriber.
+// outbox is one subscriber's bounded queue between the run's shared tail
+// (tail.go) and the connection's writer. Offering never blocks: the tail
+// serves every watcher of the run, so one that does not keep up is cut, not
+// waited for. A full queue first coalesces narration; if that makes no
+// room, the subscriber is cut (errSlowReader) and what was queued is
+// dropped with it.
 type outbox struct {
 	max, maxBytes int
-	slow          time.Duration
 
-	mu      sync.Mutex
-	items   []item
-	bytes   int
-	ready   chan struct{} // something to write
-	drained chan struct{} // the writer took what was queued
+	mu    sync.Mutex
+	items []item
+	bytes int
+	err   error         // set once: the subscriber was cut
+	ready chan struct{} // something to write, or the cut
 }
 
 func newOutbox(cfg *StreamConfig) *outbox {
-	return &outbox{max: cfg.Buffer, maxBytes: cfg.BufferBytes, slow: cfg.SlowAfter,
-		ready: make(chan struct{}, 1), drained: make(chan struct{}, 1)}
+	return &outbox{max: cfg.Buffer, maxBytes: cfg.BufferBytes, ready: make(chan struct{}, 1)}
 }
 
 type itemKind int
 
 const (
 	itemEvent itemKind = iota
-	itemReset
-	itemClose
+	// itemResync: the tail lost its place in the log (pruned past it);
+	// the subscriber starts over from a snapshot.
+	itemResync
 )
 
-// item is one thing for the writer to send.
+// item is one thing for the writer to handle.
 type item struct {
-	kind   itemKind
-	ev     store.Event
-	snap   *store.Snapshot // reset
-	access Access          // reset
-	banner bool            // reset: "the run continued while you were offline"
-	reason closeReason     // close
+	kind itemKind
+	ev   store.Event
+	// from is the first seq the item covers: ev.Seq, or the first of the
+	// narration deltas merged into it.
+	from int64
 }
+
+func eventItem(ev store.Event) item { return item{kind: itemEvent, ev: ev, from: ev.Seq} }
 
 func (it item) size() int { return len(it.ev.Payload) + 64 }
 
@@ -62,37 +63,23 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// push queues it. A full queue first coalesces narration; if that does not
-// make room before slow has passed, push fails with errSlowReader.
-func (o *outbox) push(ctx context.Context, it item) error {
-	var timer *time.Timer
-	for {
-		o.mu.Lock()
-		if o.fits(it) {
-			o.items = append(o.items, it)
-			o.bytes += it.size()
-			o.mu.Unlock()
-			signal(o.ready)
-			return nil
-		}
-		merged := o.coalesce(it)
-		o.mu.Unlock()
-		if merged {
-			signal(o.ready)
-			return nil
-		}
-		if timer == nil {
-			timer = time.NewTimer(o.slow)
-			defer timer.Stop()
-		}
-		select {
-		case <-o.drained:
-		case <-timer.C:
-			return errSlowReader
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		}
+// offer queues it without waiting. It reports false when the subscriber
+// is cut: now, because nothing could make room, or before.
+func (o *outbox) offer(it item) bool {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	switch {
+	case o.err != nil:
+		return false
+	case o.fits(it):
+		o.items = append(o.items, it)
+		o.bytes += it.size()
+	case !o.coalesce(it):
+		o.err = errSlowReader
+		o.items, o.bytes = nil, 0
 	}
+	signal(o.ready)
+	return o.err == nil
 }
 
 func (o *outbox) fits(it item) bool {
@@ -157,15 +144,15 @@ func mergeNarration(a, b item) (item, bool) {
 	}
 	out := b
 	out.ev.Payload = payload
+	out.from = a.from
 	return out, true
 }
 
-// take hands everything queued to the writer.
-func (o *outbox) take() []item {
+// take hands everything queued to the writer, or the error that cut it.
+func (o *outbox) take() ([]item, error) {
 	o.mu.Lock()
+	defer o.mu.Unlock()
 	items := o.items
 	o.items, o.bytes = nil, 0
-	o.mu.Unlock()
-	signal(o.drained)
-	return items
+	return items, o.err
 }

@@ -1,44 +1,27 @@
 package handlers
 
 import (
-	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"testing"
-	"time"
 
 	"github.com/refundd/refundd/store"
 )
 
-// errPushBound ends a push that waited past the test's bound: the outbox
-// did not make room when it should have.
-var errPushBound = errors.New("test: push waited past its bound")
-
-// boundedCtx bounds every wait of a test on the outbox, so a broken outbox
-// fails the test in seconds instead of hanging it.
-func boundedCtx(t *testing.T) context.Context {
-	t.Helper()
-	ctx, cancel := context.WithTimeoutCause(context.Background(), 5*time.Second, errPushBound)
-	t.Cleanup(cancel)
-	return ctx
-}
-
 func narrationItem(seq int64, text string) item {
 	p, _ := json.Marshal(map[string]string{"text": text})
-	return item{kind: itemEvent, ev: store.Event{Seq: seq, Type: store.EventNarrationDelta, Payload: p}}
+	return eventItem(store.Event{Seq: seq, Type: store.EventNarrationDelta, Payload: p})
 }
 
 func businessItem(seq int64) item {
-	return item{kind: itemEvent, ev: store.Event{Seq: seq, Type: store.EventCancelRequested, Payload: []byte(`{}`)}}
+	return eventItem(store.Event{Seq: seq, Type: store.EventCancelRequested, Payload: []byte(`{}`)})
 }
 
 func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 	t.Parallel()
-	// SlowAfter is out of reach: only coalescing may make room here, and
-	// the context's bound fails a push that waits instead.
-	o := newOutbox(&StreamConfig{Buffer: 4, BufferBytes: 1 << 20, SlowAfter: time.Hour})
-	ctx := boundedCtx(t)
+	// Nothing takes from the queue: only coalescing may make room here.
+	o := newOutbox(&StreamConfig{Buffer: 4, BufferBytes: 1 << 20})
 	want := ""
 	for i := int64(1); i <= 50; i++ {
 		it := narrationItem(i, fmt.Sprintf("w%d ", i))
@@ -47,11 +30,14 @@ func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 		} else {
 			want += fmt.Sprintf("w%d ", i)
 		}
-		if err := o.push(ctx, it); err != nil {
-			t.Fatalf("push %d: %v", i, err)
+		if !o.offer(it) {
+			t.Fatalf("offer %d: the subscriber was cut, want its narration coalesced", i)
 		}
 	}
-	items := o.take()
+	items, err := o.take()
+	if err != nil {
+		t.Fatal(err)
+	}
 	if len(items) > 4 {
 		t.Fatalf("%d items queued, want at most the bound of 4", len(items))
 	}
@@ -75,35 +61,29 @@ func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 	}
 }
 
-func TestOutbox_StaysFullPastSlowAfter(t *testing.T) {
+// TestOutbox_OverflowCutsTheSubscriber: what coalescing cannot make room
+// for cuts the subscriber at once, never waiting (the tail serves every
+// watcher of the run); the writer then gets errSlowReader and nothing else.
+func TestOutbox_OverflowCutsTheSubscriber(t *testing.T) {
 	t.Parallel()
-	full := func(t *testing.T, slow time.Duration) *outbox {
-		t.Helper()
-		o := newOutbox(&StreamConfig{Buffer: 2, BufferBytes: 1 << 20, SlowAfter: slow})
-		for i := int64(1); i <= 2; i++ {
-			if err := o.push(boundedCtx(t), businessItem(i)); err != nil {
-				t.Fatal(err)
-			}
+	o := newOutbox(&StreamConfig{Buffer: 2, BufferBytes: 1 << 20})
+	for i := int64(1); i <= 2; i++ {
+		if !o.offer(businessItem(i)) {
+			t.Fatalf("offer %d into room: cut", i)
 		}
-		return o
 	}
-	t.Run("a writer that never drains ends the subscriber", func(t *testing.T) {
-		o := full(t, 50*time.Millisecond)
-		start := time.Now()
-		if err := o.push(boundedCtx(t), businessItem(3)); !errors.Is(err, errSlowReader) {
-			t.Fatalf("push into a full buffer = %v, want errSlowReader", err)
-		}
-		if d := time.Since(start); d < 50*time.Millisecond {
-			t.Errorf("gave up after %v, want SlowAfter", d)
-		}
-	})
-	t.Run("a writer that drains in time makes room", func(t *testing.T) {
-		// SlowAfter is out of reach, so the push can only end by the drain
-		// (or fail at the context's bound).
-		o := full(t, time.Hour)
-		go func() { time.Sleep(10 * time.Millisecond); o.take() }()
-		if err := o.push(boundedCtx(t), businessItem(3)); err != nil {
-			t.Errorf("push = %v, want room after the writer took the queue", err)
-		}
-	})
+	if o.offer(businessItem(3)) {
+		t.Fatal("offer of a business event into a full queue succeeded, want the subscriber cut")
+	}
+	if o.offer(narrationItem(4, "w4 ")) {
+		t.Error("offer after the cut succeeded, want every later offer refused")
+	}
+	select {
+	case <-o.ready:
+	default:
+		t.Error("the cut did not wake the writer")
+	}
+	if items, err := o.take(); !errors.Is(err, errSlowReader) || len(items) != 0 {
+		t.Errorf("take = %d items, %v; want none and errSlowReader", len(items), err)
+	}
 }

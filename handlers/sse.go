@@ -34,8 +34,14 @@ func openStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
 		return nil, err
 	}
 	res.WriteHeader(http.StatusOK)
-	w.buf.WriteString("retry: " + strconv.FormatInt(cfg.Retry.Milliseconds(), 10) + "\n\n")
+	w.retry(cfg.Retry)
 	return w, w.flush()
+}
+
+// retry tells the browser how long to wait before it reconnects; the last
+// hint it got wins.
+func (w *sseWriter) retry(d time.Duration) {
+	w.buf.WriteString("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n")
 }
 
 // message frames one event: every line of data gets its own data: field.

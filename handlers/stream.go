@@ -5,14 +5,15 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
@@ -20,35 +21,46 @@ import (
 // The streams: GET /runs/{id}/events sends HTML fragments for htmx-ext-sse,
 // GET /api/runs/{id}/stream sends the event JSON. Both follow one plan:
 //
-//  1. check access (loadRun) before reading anything, on every request;
-//  2. subscribe to wake-ups BEFORE the first read, so nothing that commits
-//     during the replay is missed;
-//  3. replay seq > cursor from the store in pages, then after every wake-up
-//     read again from the last seq sent (store.Follow): what is sent always
-//     comes from the store, in order, once per connection;
+//  1. check access (loadRun) before reading anything, on every request, and
+//     the caps (open_streams.go): a refused stream is told when to retry;
+//  2. join the run's shared tail (tail.go) BEFORE the first read, so
+//     whatever commits from then on is either in that read or in a page
+//     the tail hands over;
+//  3. replay seq > cursor from the store in pages, then send what the tail
+//     hands over, in seq order, each seq once: what is sent always comes
+//     from the store, and a gap in what the tail handed over is read from
+//     the store again;
 //  4. a cursor that is expired, invalid or from the future gets event: reset
 //     with a fresh snapshot, and the stream goes on after its covering seq;
 //  5. a finished run, once everything is sent, and a denied viewer get the
 //     named event "close", which htmx-ext-sse's sse-close stops on.
 //
-// A reader goroutine does the store reads and access re-checks and fills
-// the subscriber's bounded outbox (outbox.go); the handler's goroutine
-// writes (sse.go) what the format (stream_format.go) renders.
+// One goroutine per stream (the request's own) does all of it: it waits
+// on the tail's hand-overs, the user's grant changes, the batched access
+// re-check, the heartbeat and the client going away, and writes (sse.go)
+// what the format (stream_format.go) renders.
 
 // StreamConfig tunes the live streams. Zero values take the defaults.
 type StreamConfig struct {
 	Heartbeat time.Duration // a comment when nothing was sent for this long; default 15s
-	Recheck   time.Duration // access is re-checked at least this often; default 30s
+	Recheck   time.Duration // every stream's access is re-checked (in one query) this often; default 30s
 	Poll      time.Duration // store reads without a Listener; default 1s
 	Retry     time.Duration // the SSE retry hint for browsers; default 2s
-	PageSize  int           // events per store read; default 500
+	// Busy is the retry hint sent with a stream refused at a cap, and the
+	// API's Retry-After; default 30s.
+	Busy     time.Duration
+	PageSize int // events per store read; default 500
 	// Buffer and BufferBytes bound what one subscriber may have queued
 	// (events, payload bytes). A full buffer coalesces narration; one that
-	// stays full for SlowAfter closes the connection, and the client
-	// replays from the store when it reconnects.
+	// still overflows is closed, and the client replays from the store
+	// when it reconnects.
 	Buffer      int           // default 512
 	BufferBytes int           // default 1 MiB
-	SlowAfter   time.Duration // also the deadline of each write; default 10s
+	SlowAfter   time.Duration // the deadline of each write: a client that reads nothing for this long is cut; default 10s
+	// MaxPerUser and MaxStreams cap the open streams of one user and of
+	// the process (MAX_STREAMS_PER_USER, MAX_STREAMS).
+	MaxPerUser int // default 16
+	MaxStreams int // default 10000
 }
 
 func (c *StreamConfig) fill() {
@@ -56,10 +68,13 @@ func (c *StreamConfig) fill() {
 	c.Recheck = cmp.Or(c.Recheck, 30*time.Second)
 	c.Poll = cmp.Or(c.Poll, time.Second)
 	c.Retry = cmp.Or(c.Retry, 2*time.Second)
+	c.Busy = cmp.Or(c.Busy, 30*time.Second)
 	c.PageSize = cmp.Or(c.PageSize, 500)
 	c.Buffer = cmp.Or(c.Buffer, 512)
 	c.BufferBytes = cmp.Or(c.BufferBytes, 1<<20)
 	c.SlowAfter = cmp.Or(c.SlowAfter, 10*time.Second)
+	c.MaxPerUser = cmp.Or(c.MaxPerUser, 16)
+	c.MaxStreams = cmp.Or(c.MaxStreams, 10000)
 }
 
 // closeReason says why a stream ends for good. It is also the error the
@@ -102,11 +117,6 @@ func (h *Handler) streamRunPage(c echo.Context) error { return h.serveStream(c, 
 func (h *Handler) apiStreamEvents(c echo.Context) error { return h.serveStream(c, jsonStream{}) }
 
 func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
-	if !h.streams.begin() {
-		return echo.NewHTTPError(http.StatusServiceUnavailable)
-	}
-	defer h.streams.end()
-
 	run, access, err := h.loadRun(c)
 	if err != nil {
 		if f.answersDenialInStream() && errors.Is(err, store.ErrNotFound) {
@@ -119,14 +129,20 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 		return err
 	}
 	u := currentUser(c)
+	sub := newSubscriber(&h.cfg.Stream, u.ID, h.streamCredential(c, run.ID), access)
+	if refused := h.streams.add(sub); refused != "" {
+		return h.refuseBusy(c, f, refused)
+	}
+	defer h.streams.remove(sub)
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)
 	defer h.streams.endOnShutdown(cancel)()
 
-	// Subscribe before the first read: whatever commits from here on
-	// either is in that read or wakes us for the next one.
-	runWake, userWake, unsubscribe := h.subscribe(run.ID.String(), u.ID)
+	userWake, unsubscribe := h.subscribeUser(u.ID)
 	defer unsubscribe()
+	// Join before the first read: whatever commits from here on either is
+	// in that read or in a page the tail hands over.
+	defer h.tails.join(run.ID, run.LastSeq, sub)()
 	start, err := h.findStart(ctx, c.Request(), run, access)
 	if err != nil {
 		return err
@@ -135,34 +151,36 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 	if err != nil {
 		return err
 	}
+	sub.w.Store(w)
 	s := &stream{h: h, c: c, f: f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(u, run, access),
-		out: newOutbox(&h.cfg.Stream), w: w}
-	var wg sync.WaitGroup
-	wg.Go(func() {
-		if err := s.read(ctx, start, runWake, userWake); err != nil {
-			cancel(err)
-			if errors.Is(err, errSlowReader) {
-				// Unblock a write stuck on a client that does not read.
-				w.abort()
-			}
-		}
-	})
-	v := views.NewRunView(start.snap, access == AccessFull, s.viewer)
-	// The stream sends history piece by piece; it never holds it.
-	v.Narration, v.Timeline = nil, nil
-	err = s.write(ctx, v)
+		sub: sub, w: w, userWake: userWake}
+	err = s.run(ctx, start)
+	if _, cut := sub.out.take(); cut != nil || errors.Is(err, os.ErrDeadlineExceeded) {
+		// A write stuck past its deadline, or one the cut aborted.
+		err = errSlowReader
+	}
 	cancel(err)
-	wg.Wait()
 	h.logStreamEnd(c, run.ID, err)
 	return nil
+}
+
+// streamCredential is what the batched re-check finds the stream's user
+// by again: the bearer token it came with, or its session.
+func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.StreamCredential {
+	if token, ok := c.Get(ctxToken).(string); ok {
+		return store.StreamCredential{Token: token, RunID: runID}
+	}
+	sid, _ := h.session(c).Values[keySessionID].(string)
+	return store.StreamCredential{SessionID: sid, RunID: runID}
 }
 
 // logStreamEnd notes why a stream ended, when it is worth a line.
 func (h *Handler) logStreamEnd(c echo.Context, runID uuid.UUID, err error) {
 	switch {
-	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
 	case errors.Is(err, errSlowReader):
+		metrics.StreamSlowCuts.Inc()
 		h.log.Info("stream closed: subscriber too slow", "run", runID)
+	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
 	default:
 		// Mostly clients gone mid-write; they reconnect and replay.
 		h.log.Info("stream ended", "run", runID, "err", err)
@@ -223,129 +241,191 @@ func cursorParam(r *http.Request) string {
 	return r.URL.Query().Get("after")
 }
 
-// subscribe wakes the stream when the run's log grows (run) or the user's
-// grants change (user). Without a listener the channels never fire and the
-// stream polls.
-func (h *Handler) subscribe(runID string, userID int64) (run, user <-chan struct{}, unsubscribe func()) {
-	l := h.cfg.Listener
-	if l == nil {
-		return nil, nil, func() {}
+// subscribeUser wakes the stream when the user's grants or sessions
+// change. Without a listener the channel never fires and only the batched
+// re-check sees such changes.
+func (h *Handler) subscribeUser(userID int64) (<-chan struct{}, func()) {
+	if h.cfg.Listener == nil {
+		return nil, func() {}
 	}
-	run, unRun := l.Subscribe(store.RunTopic(runID))
-	user, unUser := l.Subscribe(store.UserTopic(strconv.FormatInt(userID, 10)))
-	return run, user, func() { unRun(); unUser() }
+	return h.cfg.Listener.Subscribe(store.UserTopic(strconv.FormatInt(userID, 10)))
 }
 
+// stream is one open stream: where it is in the run's log and what it
+// has shown its viewer.
 type stream struct {
-	h      *Handler
-	c      echo.Context
-	f      streamFormat
-	cfg    *StreamConfig
-	runID  uuid.UUID
-	viewer views.Viewer
-	out    *outbox
-	w      *sseWriter
-}
+	h        *Handler
+	c        echo.Context
+	f        streamFormat
+	cfg      *StreamConfig
+	runID    uuid.UUID
+	viewer   views.Viewer
+	sub      *subscriber
+	w        *sseWriter
+	userWake <-chan struct{}
 
-// reader is the stream's reader goroutine: it follows the run's log from
-// the store, re-checks access, and queues what the writer sends.
-type reader struct {
-	*stream
-	log      *store.Follower
+	v        *views.RunView
 	access   Access
-	finished bool // the log is complete as of the last read
-
-	runWake, userWake <-chan struct{}
-	poll, recheck     <-chan time.Time
+	cursor   int64 // the last seq handled: sent, or left out for this viewer
+	finished bool  // the run has ended as of cursor
 }
 
-// read runs the reader until it has queued the close event (nil) or the
-// stream must end (the cause).
-func (s *stream) read(ctx context.Context, b startPoint, runWake, userWake <-chan struct{}) error {
-	recheck := time.NewTicker(s.cfg.Recheck)
-	defer recheck.Stop()
-	r := &reader{stream: s, access: b.access, finished: store.Terminal(b.snap.Run.State),
-		runWake: runWake, userWake: userWake, recheck: recheck.C}
-	if s.h.cfg.Listener == nil {
-		poll := time.NewTicker(s.cfg.Poll)
-		defer poll.Stop()
-		r.poll = poll.C
-	}
-	r.log = &store.Follower{RunID: s.runID, Cursor: b.cursor, PageSize: s.cfg.PageSize, Deliver: r.deliver, Wait: r.wait}
-	if !b.resumes {
-		if err := r.reset(ctx, b.snap, true); err != nil {
+// run sends the stream from b until the close event (nil) or until it
+// must end (the cause).
+func (s *stream) run(ctx context.Context, b startPoint) error {
+	s.access = b.access
+	err := s.begin(ctx, b)
+	hb := time.NewTimer(s.cfg.Heartbeat)
+	defer hb.Stop()
+	for err == nil {
+		if s.finished {
+			err = closeFinished
+			break
+		}
+		if err = s.w.flush(); err != nil {
 			return err
 		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-hb.C:
+			s.w.comment("ping")
+		case <-s.userWake:
+			err = s.recheck(ctx)
+		case <-s.sub.recheck:
+			err = s.recheck(ctx)
+		case <-s.sub.out.ready:
+			err = s.handOver(ctx)
+		}
+		hb.Reset(s.cfg.Heartbeat)
 	}
+	var reason closeReason
+	if !errors.As(err, &reason) {
+		return err
+	}
+	data, err := s.f.closing(ctx, reason)
+	if err != nil {
+		return err
+	}
+	s.w.message("close", -1, data)
+	return s.w.flush()
+}
+
+// begin sends the start: a reset to the snapshot, or the replay after the
+// cursor.
+func (s *stream) begin(ctx context.Context, b startPoint) error {
+	if !b.resumes {
+		metrics.StreamResets.WithLabelValues("cursor").Inc()
+		return s.reset(ctx, b.snap, true)
+	}
+	metrics.StreamReplays.Inc()
+	s.v = views.NewRunView(b.snap, s.access == AccessFull, s.viewerFor(s.access))
+	// The stream sends history piece by piece; it never holds it.
+	s.v.Narration, s.v.Timeline = nil, nil
+	s.cursor, s.finished = b.cursor, store.Terminal(b.snap.Run.State)
+	return s.catchUp(ctx)
+}
+
+// catchUp reads the log after the cursor from the store and sends it,
+// page by page, until it has caught up.
+func (s *stream) catchUp(ctx context.Context) error {
 	for {
-		err := s.h.store.Follow(ctx, r.log)
-		var reason closeReason
+		evs, err := s.h.store.EventsAfter(ctx, s.runID, s.cursor, s.cfg.PageSize)
+		metrics.StreamReads.Inc()
 		switch code := store.ErrorCode(err); {
+		case err == nil:
 		case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
 			// Pruned since the stream started: start over from a snapshot.
-			if err := r.fresh(ctx, true); err != nil {
-				return err
-			}
-			continue
+			metrics.StreamResets.WithLabelValues("pruned").Inc()
+			return s.fresh(ctx, true)
 		case errors.Is(err, store.ErrNotFound):
-			reason = closeDenied
-		case errors.As(err, &reason):
+			return closeDenied
 		default:
 			return err
 		}
-		return s.out.push(ctx, item{kind: itemClose, reason: reason})
+		for _, ev := range evs {
+			if err := s.send(ctx, ev, false); err != nil {
+				return err
+			}
+		}
+		if err := s.w.flush(); err != nil {
+			return err
+		}
+		if len(evs) < pageLimitOf(s.cfg.PageSize) {
+			return nil
+		}
 	}
 }
 
-// deliver queues a page of the log, leaving out what the viewer may not see.
-func (r *reader) deliver(ctx context.Context, evs []store.Event) error {
-	for _, ev := range evs {
-		switch ev.Type {
-		case store.EventRunCompleted, store.EventRunFailed, store.EventRunCanceled:
-			r.finished = true
+func pageLimitOf(n int) int { return min(max(n, 1), store.MaxPage) }
+
+// handOver sends what the tail handed over, in seq order, once each. An
+// item that does not follow on from the cursor (a gap, or merged
+// narration that overlaps what was sent) is read from the store instead.
+func (s *stream) handOver(ctx context.Context) error {
+	// The listener wakes in commit order, so a grant change that committed
+	// before what the tail read is signalled already: honour it before
+	// sending events it may hide.
+	select {
+	case <-s.userWake:
+		if err := s.recheck(ctx); err != nil {
+			return err
 		}
-		if r.access != AccessFull && ev.Type == store.EventNarrationDelta {
-			continue
+	default:
+	}
+	items, cut := s.sub.out.take()
+	if cut != nil {
+		return cut
+	}
+	for _, it := range items {
+		var err error
+		switch {
+		case it.kind == itemResync:
+			metrics.StreamResets.WithLabelValues("pruned").Inc()
+			err = s.fresh(ctx, true)
+		case it.ev.Seq <= s.cursor:
+		case it.from != s.cursor+1:
+			err = s.catchUp(ctx)
+		default:
+			err = s.send(ctx, it.ev, true)
 		}
-		if err := r.out.push(ctx, item{kind: itemEvent, ev: ev}); err != nil {
+		if err != nil {
 			return err
 		}
 	}
 	return nil
 }
 
-// wait returns once the log may have grown or access may have changed. A
-// finished run, once everything is sent, and a viewer who lost the run end
-// the follow with their closeReason.
-func (r *reader) wait(ctx context.Context) error {
-	if r.finished {
-		return closeFinished
-	}
-	select {
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	case <-r.runWake:
-	case <-r.poll:
-	case <-r.userWake:
-		return r.recheckAccess(ctx)
-	case <-r.recheck:
-		return r.recheckAccess(ctx)
-	}
-	// The listener wakes in commit order, so a grant change that committed
-	// before what woke us is already signalled: honour it before reading
-	// events it may hide (select alone would pick either at random).
-	select {
-	case <-r.userWake:
-		return r.recheckAccess(ctx)
-	default:
+// send writes one event for this viewer and moves the cursor past it.
+// live: it comes from the tail, so its delivery time is recorded.
+func (s *stream) send(ctx context.Context, ev store.Event, live bool) error {
+	if ev.Seq <= s.cursor {
 		return nil
 	}
+	s.cursor = ev.Seq
+	switch ev.Type {
+	case store.EventRunCompleted, store.EventRunFailed, store.EventRunCanceled:
+		s.finished = true
+	}
+	if s.access != AccessFull && ev.Type == store.EventNarrationDelta {
+		return nil
+	}
+	s.v.Apply(ev)
+	name, data, err := s.f.event(ctx, s.v, ev)
+	if err != nil || data == nil {
+		return err
+	}
+	s.w.message(name, ev.Seq, data)
+	if live {
+		metrics.StreamDelivery.Observe(time.Since(ev.CreatedAt).Seconds())
+	}
+	return nil
 }
 
-// recheckAccess decides the viewer's access again: the stream ends, goes
-// on, or starts over from a snapshot of what may now be shown.
-func (r *reader) recheckAccess(ctx context.Context) error {
-	now, signedOut, err := r.h.recheckAccess(r.c)
+// recheck decides the viewer's access again: the stream ends, goes on, or
+// starts over from a snapshot of what may now be shown.
+func (s *stream) recheck(ctx context.Context) error {
+	now, signedOut, err := s.h.recheckAccess(s.c)
 	switch {
 	case err != nil:
 		return err
@@ -353,29 +433,38 @@ func (r *reader) recheckAccess(ctx context.Context) error {
 		return closeSignedOut
 	case now == AccessNone:
 		return closeDenied
-	case now != r.access:
+	case now != s.access:
 		// Less (or more) may be shown now: replace the page's body with a
 		// snapshot of what is allowed, and go on after it.
-		r.access = now
-		return r.fresh(ctx, false)
+		s.access = now
+		s.sub.access.Store(int32(now))
+		metrics.StreamResets.WithLabelValues("access").Inc()
+		return s.fresh(ctx, false)
 	}
 	return nil
 }
 
-// reset queues snap in place of everything sent so far, and moves the
-// cursor to what it covers.
-func (r *reader) reset(ctx context.Context, snap *store.Snapshot, banner bool) error {
-	r.log.Cursor = snap.CoveringSeq
-	r.finished = store.Terminal(snap.Run.State)
-	return r.out.push(ctx, item{kind: itemReset, snap: snap, access: r.access, banner: banner})
-}
-
-func (r *reader) fresh(ctx context.Context, banner bool) error {
-	snap, err := r.h.store.Snapshot(ctx, r.runID)
+// fresh sends a new snapshot in place of everything sent so far.
+func (s *stream) fresh(ctx context.Context, banner bool) error {
+	snap, err := s.h.store.Snapshot(ctx, s.runID)
 	if err != nil {
 		return err
 	}
-	return r.reset(ctx, snap, banner)
+	return s.reset(ctx, snap, banner)
+}
+
+// reset sends snap in place of everything sent so far, and moves the
+// cursor to what it covers.
+func (s *stream) reset(ctx context.Context, snap *store.Snapshot, banner bool) error {
+	s.cursor, s.finished = snap.CoveringSeq, store.Terminal(snap.Run.State)
+	s.v = views.NewRunView(snap, s.access == AccessFull, s.viewerFor(s.access))
+	data, err := s.f.reset(ctx, s.v, snap, s.access, banner)
+	if err != nil {
+		return err
+	}
+	s.v.Narration, s.v.Timeline = nil, nil
+	s.w.message("reset", snap.CoveringSeq, data)
+	return nil
 }
 
 // recheckAccess reloads the user through the credential the stream came
@@ -390,7 +479,6 @@ func (h *Handler) recheckAccess(c echo.Context) (access Access, signedOut bool, 
 	if err != nil {
 		return AccessNone, false, err
 	}
-	// Only the user: the writer goroutine may be using the request.
 	c.Set(ctxUser, u)
 	_, access, err = h.loadRun(c)
 	if errors.Is(err, store.ErrNotFound) {
@@ -399,66 +487,29 @@ func (h *Handler) recheckAccess(c echo.Context) (access Access, signedOut bool, 
 	return access, false, err
 }
 
-// write is the writer: it sends what the reader queued, and a heartbeat
-// comment when idle. It returns nil after the close event.
-func (s *stream) write(ctx context.Context, v *views.RunView) error {
-	hb := time.NewTicker(s.cfg.Heartbeat)
-	defer hb.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-hb.C:
-			s.w.comment("ping")
-		case <-s.out.ready:
-			for _, it := range s.out.take() {
-				done, err := s.render(ctx, &v, it)
-				if err != nil {
-					return err
-				}
-				if done {
-					return s.w.flush()
-				}
-			}
-			hb.Reset(s.cfg.Heartbeat)
+// recheckStreams re-reads, in one query, what the access of every open
+// stream depends on, and wakes the streams whose access that changes: they
+// decide it again themselves, through the same path as a request. Idle
+// streams so cost one query per interval between them, not one each.
+func (h *Handler) recheckStreams(ctx context.Context, subs []*subscriber) {
+	creds := make([]store.StreamCredential, len(subs))
+	for i, s := range subs {
+		creds[i] = s.cred
+	}
+	facts, err := h.store.StreamAccess(ctx, creds)
+	if err != nil {
+		h.log.Warn("stream access re-check failed", "streams", len(subs), "err", err)
+		return
+	}
+	for i, f := range facts {
+		now := AccessNone
+		if f.User != nil && f.Run != nil {
+			now = h.accessTo(f.User, f.Run, f.HasApproval)
 		}
-		if ctx.Err() != nil {
-			// Ended meanwhile (a slow reader's abort, shutdown): do not
-			// start a write that could wait for the client.
-			return context.Cause(ctx)
-		}
-		if err := s.w.flush(); err != nil {
-			return err
+		if now != Access(subs[i].access.Load()) {
+			signal(subs[i].recheck)
 		}
 	}
-}
-
-func (s *stream) render(ctx context.Context, v **views.RunView, it item) (done bool, err error) {
-	switch it.kind {
-	case itemEvent:
-		(*v).Apply(it.ev)
-		name, data, err := s.f.event(ctx, *v, it.ev)
-		if err != nil || data == nil {
-			return false, err
-		}
-		s.w.message(name, it.ev.Seq, data)
-	case itemReset:
-		*v = views.NewRunView(it.snap, it.access == AccessFull, s.viewerFor(it.access))
-		data, err := s.f.reset(ctx, *v, it.snap, it.access, it.banner)
-		if err != nil {
-			return false, err
-		}
-		(*v).Narration, (*v).Timeline = nil, nil
-		s.w.message("reset", it.snap.CoveringSeq, data)
-	case itemClose:
-		data, err := s.f.closing(ctx, it.reason)
-		if err != nil {
-			return false, err
-		}
-		s.w.message("close", -1, data)
-		return true, nil
-	}
-	return false, nil
 }
 
 func (s *stream) viewerFor(a Access) views.Viewer {

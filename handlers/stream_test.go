@@ -16,8 +16,10 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -587,6 +589,7 @@ func TestStream_SlowReader(t *testing.T) {
 
 	var before, after runtimeMem
 	before.read()
+	cuts := testutil.ToFloat64(metrics.StreamSlowCuts)
 	big := strings.Repeat("narration ", 200) // 2 KB per delta
 	appended := make(chan time.Duration, 1)
 	go func() {
@@ -622,6 +625,9 @@ func TestStream_SlowReader(t *testing.T) {
 		}
 		break
 	}
+	testkit.WaitUntil(t, "the cut to be counted", 10*time.Second, func() bool {
+		return testutil.ToFloat64(metrics.StreamSlowCuts) > cuts
+	})
 	// What it had been sent was the stream's start, then the server hung up.
 	conn.SetReadDeadline(time.Now().Add(5 * time.Second))
 	head := make([]byte, 512)

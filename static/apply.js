@@ -7,7 +7,8 @@
 //   - after the swap the applied seq moves on, and the sse-connect URL's
 //     after= is rewritten so a re-created EventSource resumes right there;
 //   - "reset" (a fresh snapshot) and "close" are always applied.
-// It also shows whether the page is live or reconnecting.
+// It also shows whether the page is live or reconnecting, or why the server
+// refused the stream for now ("busy": it retries after the server's hint).
 (function () {
   'use strict';
 
@@ -31,6 +32,8 @@
   function indicate(state, text) {
     var el = document.getElementById('stream-indicator');
     if (!el || el.getAttribute('data-state') === 'closed') return;
+    // A refused stream's words stay until a stream opens again.
+    if (state === 'reconnecting' && el.getAttribute('data-state') === 'busy') return;
     el.setAttribute('data-state', state);
     el.textContent = text;
   }

@@ -20,7 +20,7 @@ type Listener struct {
 	logger *slog.Logger
 
 	mu   sync.Mutex
-	subs map[string]map[chan struct{}]struct{}
+	subs map[string]map[*waker]struct{}
 
 	stop context.CancelFunc
 	wg   sync.WaitGroup
@@ -28,7 +28,7 @@ type Listener struct {
 
 // NewListener prepares a listener on the database at url.
 func NewListener(url string, logger *slog.Logger) *Listener {
-	return &Listener{url: url, logger: logger, subs: map[string]map[chan struct{}]struct{}{}}
+	return &Listener{url: url, logger: logger, subs: map[string]map[*waker]struct{}{}}
 }
 
 // AllRuns is the topic woken by an append to any run. Workers wait on Work
@@ -103,10 +103,21 @@ func (l *Listener) dispatch(n *pq.Notification) {
 	}
 }
 
-func wakeAll(set map[chan struct{}]struct{}) {
-	for ch := range set {
+// waker is one subscription: a channel that holds one pending wake-up, or
+// a function called on the listener's goroutine.
+type waker struct {
+	ch chan struct{}
+	fn func()
+}
+
+func wakeAll(set map[*waker]struct{}) {
+	for w := range set {
+		if w.fn != nil {
+			w.fn()
+			continue
+		}
 		select {
-		case ch <- struct{}{}:
+		case w.ch <- struct{}{}:
 		default: // already woken; it will read everything new anyway
 		}
 	}
@@ -115,20 +126,33 @@ func wakeAll(set map[chan struct{}]struct{}) {
 // Subscribe returns a channel that receives a wake-up whenever one of the
 // topics may have changed, and a function that ends the subscription.
 func (l *Listener) Subscribe(topics ...string) (<-chan struct{}, func()) {
-	ch := make(chan struct{}, 1)
+	w := &waker{ch: make(chan struct{}, 1)}
+	return w.ch, l.add(w, topics)
+}
+
+// SubscribeFunc calls fn whenever topic may have changed, until the
+// function it returns is called. fn runs on the listener's goroutine with
+// the listener locked, so it must return at once and must not call the
+// Listener: it is for a wake-up that needs no goroutine waiting on a
+// channel (a process's shared tail of a run).
+func (l *Listener) SubscribeFunc(topic string, fn func()) (cancel func()) {
+	return l.add(&waker{fn: fn}, []string{topic})
+}
+
+func (l *Listener) add(w *waker, topics []string) (cancel func()) {
 	l.mu.Lock()
 	for _, t := range topics {
 		if l.subs[t] == nil {
-			l.subs[t] = map[chan struct{}]struct{}{}
+			l.subs[t] = map[*waker]struct{}{}
 		}
-		l.subs[t][ch] = struct{}{}
+		l.subs[t][w] = struct{}{}
 	}
 	l.mu.Unlock()
-	return ch, func() {
+	return func() {
 		l.mu.Lock()
 		defer l.mu.Unlock()
 		for _, t := range topics {
-			delete(l.subs[t], ch)
+			delete(l.subs[t], w)
 			if len(l.subs[t]) == 0 {
 				delete(l.subs, t)
 			}

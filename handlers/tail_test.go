@@ -1,0 +1,224 @@
+package handlers_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"runtime"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus/testutil"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/internal/testkit"
+	"github.com/refundd/refundd/store"
+)
+
+// waitAll waits until every stream has got the message with seq want.
+func waitAll(t *testing.T, conns []*sseConn, want int64) {
+	t.Helper()
+	var wg sync.WaitGroup
+	for _, s := range conns {
+		wg.Go(func() {
+			s.read(t, fmt.Sprintf("seq %d", want), 30*time.Second, func(ev testkit.SSEEvent, ok bool) bool {
+				if !ok {
+					t.Errorf("stream ended before seq %d", want)
+					return true
+				}
+				return ev.Comment == "" && ev.ID == fmt.Sprint(want)
+			})
+		})
+	}
+	wg.Wait()
+}
+
+// TestStream_ReadsPerWakeupDoNotGrowWithWatchers: N watchers of one run in
+// one process share its tail, so each append (one notification, one
+// wake-up) costs one store read whether one person watches or a hundred.
+// Not parallel: it counts the process's metrics.
+func TestStream_ReadsPerWakeupDoNotGrowWithWatchers(t *testing.T) {
+	const appends = 10
+	reads := map[int]float64{}
+	for _, n := range []int{1, 100} {
+		a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: n}}, withListener())
+		c := a.customerClient(t)
+		conns := make([]*sseConn, n)
+		for i := range conns {
+			conns[i] = a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
+		}
+		// Everyone has joined and caught up once seq 2 reached them all.
+		a.narrate(t, 1, 1)
+		waitAll(t, conns, 2)
+		r0, w0 := testutil.ToFloat64(metrics.StreamReads), testutil.ToFloat64(metrics.StreamWakeups)
+		for i := range appends {
+			a.narrate(t, 2+i, 1)
+			waitAll(t, conns, int64(3+i))
+		}
+		r, w := testutil.ToFloat64(metrics.StreamReads)-r0, testutil.ToFloat64(metrics.StreamWakeups)-w0
+		t.Logf("N=%d watchers: %v store reads, %v wake-ups for %d appends (%.2f reads per wake-up)", n, r, w, appends, r/w)
+		if r < 1 || r > appends || r > w {
+			t.Errorf("N=%d: %v reads for %d appends and %v wake-ups, want at most one read per wake-up", n, r, appends, w)
+		}
+		reads[n] = r
+	}
+	if reads[100] > reads[1] {
+		t.Errorf("100 watchers cost %v reads, one watcher %v: want no more", reads[100], reads[1])
+	}
+}
+
+// serverGoroutines counts the goroutines of the web server's side of the
+// connections and of the handlers.
+func serverGoroutines() int {
+	buf := make([]byte, 8<<20)
+	buf = buf[:runtime.Stack(buf, true)]
+	n := 0
+	for g := range bytes.SplitSeq(buf, []byte("\n\n")) {
+		if bytes.Contains(g, []byte("net/http.(*conn).serve")) || bytes.Contains(g, []byte("backgroundRead")) ||
+			bytes.Contains(g, []byte("refundd/refundd/handlers.")) {
+			n++
+		}
+	}
+	return n
+}
+
+// TestStream_IdleStreamGoroutines: an idle stream costs what a bare SSE
+// server's does, the connection's goroutine (which runs the handler) and
+// net/http's background read, and nothing of its own; the process adds
+// one goroutine (the batched access re-check) for all of them. Not
+// parallel: it counts the process's goroutines.
+func TestStream_IdleStreamGoroutines(t *testing.T) {
+	const n = 40
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: n}}, withListener())
+	c := a.customerClient(t)
+	c.CloseIdleConnections()
+	testkit.WaitUntil(t, "the login's connections to close", 10*time.Second, func() bool { return serverGoroutines() == 0 })
+	conns := make([]*sseConn, n)
+	for i := range conns {
+		conns[i] = a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
+	}
+	a.narrate(t, 1, 1)
+	waitAll(t, conns, 2) // all open, caught up and idle again
+	// The tail's read goroutine may still be on its way out.
+	var got int
+	testkit.WaitUntil(t, "the server's goroutines to settle", 10*time.Second, func() bool {
+		got = serverGoroutines()
+		return got <= 2*n+1
+	})
+	t.Logf("%d server goroutines for %d idle streams (%.2f per stream)", got, n, float64(got)/n)
+}
+
+// TestStream_CapsRefuseInWords: at the per-user and the process cap the
+// next stream is refused with words and a time to come back (the page's
+// stream in SSE form, the API's as 429 JSON), while health checks and
+// pages still answer; a stream that closes makes room.
+func TestStream_CapsRefuseInWords(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: 2, MaxStreams: 3}}, withListener())
+	customer := a.customerClient(t)
+	held := []*sseConn{
+		a.open(t, customer, htmlStreamPath(a.run.ID, "1"), ""),
+		a.open(t, customer, jsonStreamPath(a.run.ID, "1"), ""),
+	}
+	refusedBefore := testutil.ToFloat64(metrics.StreamsRefused.WithLabelValues("user_cap"))
+
+	t.Run("the user's cap, run page", func(t *testing.T) {
+		r := a.get(t, customer, htmlStreamPath(a.run.ID, "1"))
+		wantBusy(t, r, "You have the most live views one person may have open (2)")
+	})
+	t.Run("the user's cap, API", func(t *testing.T) {
+		r := a.get(t, customer, jsonStreamPath(a.run.ID, "1"))
+		wantStatus(t, r, http.StatusTooManyRequests)
+		var e apiErr
+		if err := json.Unmarshal([]byte(r.body), &e); err != nil || e.Error.Code != "too_many_streams" || !strings.Contains(e.Error.Message, "live views") {
+			t.Errorf("body = %s, want the too_many_streams error in words", r.body)
+		}
+		if r.header.Get("Retry-After") != "30" {
+			t.Errorf("Retry-After = %q, want 30", r.header.Get("Retry-After"))
+		}
+	})
+	if got := testutil.ToFloat64(metrics.StreamsRefused.WithLabelValues("user_cap")) - refusedBefore; got < 2 {
+		t.Errorf("refused streams (user_cap) grew by %v, want 2", got)
+	}
+
+	support := a.signedIn(t, "support@example.com")
+	held = append(held, a.open(t, support, htmlStreamPath(a.run.ID, "1"), ""))
+	t.Run("the process's cap", func(t *testing.T) {
+		r := a.get(t, support, htmlStreamPath(a.run.ID, "1"))
+		wantBusy(t, r, "The server is following as many runs as it can")
+	})
+	t.Run("pages and health checks still answer", func(t *testing.T) {
+		for _, path := range []string{"/healthz", "/readyz", "/login"} {
+			wantStatus(t, a.get(t, a.client(t), path), http.StatusOK)
+		}
+		wantStatus(t, a.get(t, customer, "/runs/"+a.run.ID.String()), http.StatusOK)
+		wantRedirect(t, a.post(t, a.client(t), "/login", url.Values{"email": {"customer2@example.com"}, "password": {store.DemoPassword}}), "/")
+	})
+	t.Run("a closed stream makes room", func(t *testing.T) {
+		held[0].cancel()
+		testkit.WaitUntil(t, "a stream slot to free", 10*time.Second, func() bool {
+			// From 0, an accepted stream sends seq 1 at once.
+			s := a.open(t, customer, htmlStreamPath(a.run.ID, "0"), "")
+			defer s.cancel()
+			return s.next(t).Event != "busy"
+		})
+	})
+}
+
+// wantBusy checks a refused run-page stream: an event stream (so the
+// browser's EventSource does not treat it as a failure and hammer) with a
+// 30 s retry hint and the busy event carrying the words for the page.
+func wantBusy(t *testing.T, r response, words string) {
+	t.Helper()
+	wantStatus(t, r, http.StatusOK)
+	if ct := r.header.Get("Content-Type"); !strings.HasPrefix(ct, "text/event-stream") {
+		t.Fatalf("Content-Type = %q, want an event stream", ct)
+	}
+	if !strings.Contains(r.body, "retry: 30000\n") {
+		t.Errorf("body:\n%s\nwant the retry hint of 30 s", r.body)
+	}
+	var busy *testkit.SSEEvent
+	for ev, err := range testkit.SSE(strings.NewReader(r.body)) {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ev.Event == "busy" {
+			busy = &ev
+		}
+	}
+	if busy == nil || busy.ID != "" || !strings.Contains(busy.Data, words) || !strings.Contains(busy.Data, `id="stream-indicator"`) {
+		t.Errorf("body:\n%s\nwant a busy event without id saying %q in #stream-indicator", r.body, words)
+	}
+}
+
+// TestStream_BatchedRecheckWakesOnlyTheChanged: the periodic re-check
+// (one query for every stream) wakes the streams whose access changed
+// without a notification, and leaves the others alone.
+func TestStream_BatchedRecheckWakesOnlyTheChanged(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Recheck: 50 * time.Millisecond}})
+	customer, support := a.customerClient(t), a.signedIn(t, "support@example.com")
+	mine := []*sseConn{a.open(t, customer, htmlStreamPath(a.run.ID, "1"), ""), a.open(t, customer, jsonStreamPath(a.run.ID, "1"), "")}
+	theirs := a.open(t, support, htmlStreamPath(a.run.ID, "1"), "")
+	// Taken away without a NOTIFY: only the periodic re-check can see it.
+	if _, err := a.db.Exec(`DELETE FROM grants WHERE user_id = $1`, a.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range mine {
+		if ev := s.next(t); ev.Event != "reset" || strings.Contains(ev.Data, "narration") {
+			t.Fatalf("got %+v, want the status-only reset", ev)
+		}
+	}
+	if _, err := a.store.RequestCancel(context.Background(), a.run.ID, a.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	if ev := theirs.next(t); ev.Event != "" || ev.ID != "2" {
+		t.Errorf("support's stream got %+v, want seq 2 and no reset", ev)
+	}
+}
