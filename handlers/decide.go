@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -18,11 +19,13 @@ const (
 	resultCancelRequested   = "cancel_requested"
 	resultAlreadyCanceling  = "already_canceling"
 	resultTooLateToCancel   = "too_late"
-	msgApproved             = "Approved."
-	msgAlreadyApproved      = "Already approved."
-	msgCancelRequested      = "Cancel requested. The agent will stop before any money moves."
-	msgAlreadyCanceling     = "Cancel already requested. The agent will stop before any money moves."
-	msgTooLateToCancel      = "Too late to cancel: the refund has reached the payment provider; we are confirming the result."
+	// The answers say what happened, never what will: they stay true
+	// whatever the run does next, even when they arrive after it.
+	msgApproved             = "You approved this refund."
+	msgAlreadyApproved      = "This refund was already approved."
+	msgCancelRequested      = "You asked to cancel this run."
+	msgAlreadyCanceling     = "A cancel was already asked for."
+	msgTooLateToCancel      = "You asked to cancel, but the refund may already have reached the payment provider."
 	msgRunFinished          = "The run has already finished."
 	msgOnlyApprovers        = "Only approvers can approve refunds."
 	msgOnlyOwnerOrApprovers = "Only the customer who asked for this refund, or an approver, can cancel it."
@@ -47,7 +50,7 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 	if u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyApprovers)
 	}
-	d, err := h.store.Approve(c.Request().Context(), run.ID, u.ID)
+	d, err := h.store.ApproveBecause(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +70,20 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 	if run.OwnerID != u.ID && u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyOwnerOrApprovers)
 	}
-	d, err := h.store.RequestCancel(c.Request().Context(), run.ID, u.ID)
+	d, err := h.store.RequestCancelBecause(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
 		return nil, err
 	}
 	return worded(d, cancelWords)
+}
+
+// decisionReason is the optional reason staff give with a decision; a
+// customer's form has no such field, and one sent anyway is not kept.
+func decisionReason(c echo.Context, u *store.User) string {
+	if u.Role == store.RoleCustomer {
+		return ""
+	}
+	return strings.TrimSpace(c.FormValue("reason"))
 }
 
 func approveWords(o store.DecisionOutcome) (result, message string) {
@@ -123,7 +135,7 @@ func (h *Handler) answerDecision(c echo.Context, decide func(echo.Context) (*dec
 	d, err := decide(c)
 	htmx := c.Request().Header.Get("HX-Request") == "true"
 	var se *store.Error
-	if err != nil && htmx && errors.As(err, &se) && (se.Code == store.CodeConflict || se.Code == store.CodeForbidden) {
+	if err != nil && htmx && errors.As(err, &se) && (se.Code == store.CodeConflict || se.Code == store.CodeForbidden || se.Code == store.CodeInvalid) {
 		// htmx does not swap a 4xx answer by default, and these words are
 		// the answer the person clicked for.
 		return render(c, http.StatusOK, views.DecisionResult(sentence(se.Message)))

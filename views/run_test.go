@@ -85,7 +85,7 @@ func TestRunPage_ReconcilingReadsVerifyingNeverFailed(t *testing.T) {
 	}
 	for name, v := range map[string]*views.RunView{"snapshot": fromSnapshot, "after operation.reconciling": streamed} {
 		t.Run(name, func(t *testing.T) {
-			doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v, nil))
+			doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v))
 			if got := doc.Find("#run-state").Text(); !strings.Contains(strings.ToLower(got), "verifying") {
 				t.Errorf("#run-state = %q, want it to say verifying", got)
 			}
@@ -113,7 +113,8 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 	t.Parallel()
 	snap := testSnapshot()
 	v := views.NewRunView(snap, true, views.Viewer{MayCancel: true})
-	doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v, []string{"Approved."}))
+	v.Answer = "You asked to cancel this run."
+	doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v))
 	run := doc.Find("#run")
 	if got, _ := run.Attr("sse-connect"); got != "/runs/"+snap.Run.ID.String()+"/events?after=4" {
 		t.Errorf("sse-connect = %q", got)
@@ -132,8 +133,8 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 			t.Errorf("no %s on the page", id)
 		}
 	}
-	if got := doc.Find(".flash").Text(); got != "Approved." {
-		t.Errorf("flash = %q", got)
+	if got := doc.Find("#run-actions #decision-result").Text(); got != "You asked to cancel this run." {
+		t.Errorf("answer next to the buttons = %q", got)
 	}
 	if doc.Find("#approve").Length() != 0 || doc.Find("#cancel").Length() != 1 {
 		t.Error("want a cancel button and no approve button for a customer")
