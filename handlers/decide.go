@@ -14,11 +14,11 @@ import (
 
 // What a decision did, as the API names it.
 const (
-	resultApproved          = "approved"
-	resultAlreadyApproved   = "already_approved"
-	resultCancelRequested   = "cancel_requested"
-	resultAlreadyCanceling  = "already_canceling"
-	resultTooLateToCancel   = "too_late"
+	resultApproved         = "approved"
+	resultAlreadyApproved  = "already_approved"
+	resultCancelRequested  = "cancel_requested"
+	resultAlreadyCanceling = "already_canceling"
+	resultTooLateToCancel  = "too_late"
 	// The answers say what happened, never what will: they stay true
 	// whatever the run does next, even when they arrive after it.
 	msgApproved             = "You approved this refund."
