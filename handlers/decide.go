@@ -138,13 +138,13 @@ func (h *Handler) answerDecision(c echo.Context, decide func(echo.Context) (*dec
 	if err != nil && htmx && errors.As(err, &se) && (se.Code == store.CodeConflict || se.Code == store.CodeForbidden || se.Code == store.CodeInvalid) {
 		// htmx does not swap a 4xx answer by default, and these words are
 		// the answer the person clicked for.
-		return render(c, http.StatusOK, views.DecisionResult(sentence(se.Message)))
+		return render(c, http.StatusOK, views.DecisionResult(sentence(se.Message), nil))
 	}
 	if err != nil {
 		return err
 	}
 	if htmx {
-		return render(c, http.StatusOK, views.DecisionResult(d.Message))
+		return render(c, http.StatusOK, views.DecisionResult(d.Message, nil))
 	}
 	if err := h.addFlash(c, d.Message); err != nil {
 		return err

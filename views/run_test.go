@@ -133,7 +133,7 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 			t.Errorf("no %s on the page", id)
 		}
 	}
-	if got := doc.Find("#run-actions #decision-result").Text(); got != "You asked to cancel this run." {
+	if got := doc.Find("#run-actions + #decision-result").Text(); got != "You asked to cancel this run." {
 		t.Errorf("answer next to the buttons = %q", got)
 	}
 	if doc.Find("#approve").Length() != 0 || doc.Find("#cancel").Length() != 1 {
