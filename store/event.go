@@ -40,15 +40,17 @@ const (
 	// EventStepAttempt marks where the executor began a narrating step:
 	// {"step","attempt"}. Attempt 2 or later is a retry (a worker died, a
 	// lease was taken over, the step failed): the narration before it
-	// belongs to an abandoned attempt. It is business history: the
-	// runtime's record of its retries, kept with the audit.
+	// belongs to an abandoned attempt. It is presentation, like the
+	// narration it divides: kept and pruned with it, never a line of the
+	// business history (which holds each business event once per run).
 	EventStepAttempt = "step.attempt"
 )
 
-// ClassOf tells an event type's retention class. Only narration is
-// presentation; everything else is business history.
+// ClassOf tells an event type's retention class. Only narration and the
+// attempt boundaries within it are presentation; everything else is
+// business history.
 func ClassOf(typ string) string {
-	if typ == EventNarrationDelta {
+	if typ == EventNarrationDelta || typ == EventStepAttempt {
 		return ClassPresentation
 	}
 	return ClassBusiness

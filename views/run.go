@@ -217,14 +217,9 @@ func (v *RunView) ProgressSteps() []ProgressStep {
 }
 
 // InTimeline reports whether an event is a line of the run page's
-// timeline: business events, except a step's first attempt, which the
-// event before it already tells.
-func InTimeline(ev store.Event) bool {
-	if ev.Type == store.EventNarrationDelta {
-		return false
-	}
-	return ev.Type != store.EventStepAttempt || payloadOf(ev).Attempt > 1
-}
+// timeline, the business history. A restarted step is told beside the
+// narration instead (NarrationRestarted).
+func InTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentation }
 
 // eventPayload is the union of the payload fields the page's words read.
 type eventPayload struct {
@@ -234,7 +229,6 @@ type eventPayload struct {
 	ProviderRef string `json:"provider_ref"`
 	Reason      string `json:"reason"`
 	OrderID     int64  `json:"order_id"`
-	Attempt     int    `json:"attempt"`
 }
 
 // payloadOf reads an event's payload for the words about it. The store wrote
@@ -293,14 +287,11 @@ func OperationLabel(state string) string {
 // EventText describes a business event in words, naming who acted in the
 // viewer's terms.
 func (v *RunView) EventText(ev store.Event) string {
-	p := payloadOf(ev)
 	switch ev.Type {
 	case store.EventApprovalGranted:
 		return "Approved by " + v.Who(store.DeciderOf(ev), "an approver") + v.reason(ev)
 	case store.EventCancelRequested:
 		return "Cancel requested by " + v.Who(store.DeciderOf(ev), "someone") + v.reason(ev)
-	case store.EventStepAttempt:
-		return fmt.Sprintf("The agent restarted this step (attempt %d)", p.Attempt)
 	}
 	return EventText(ev)
 }
