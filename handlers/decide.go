@@ -6,6 +6,7 @@ import (
 	"net/http"
 	"strings"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/store"
@@ -146,7 +147,7 @@ func (h *Handler) answerDecision(c echo.Context, decide func(echo.Context) (*dec
 	if htmx {
 		return render(c, http.StatusOK, views.DecisionResult(d.Message, nil))
 	}
-	if err := h.addFlash(c, d.Message); err != nil {
+	if err := h.keepAnswer(c, d.Run.ID, d.Message); err != nil {
 		return err
 	}
 	return redirect(c, "/runs/"+d.Run.ID.String())
@@ -161,4 +162,39 @@ func apiAnswerDecision(c echo.Context, decide func(echo.Context) (*decision, err
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
+}
+
+// answerKey is the session key of the answer to a decision on one run, so
+// a run's page never shows the answer about another.
+func answerKey(runID uuid.UUID) string { return "answer:" + runID.String() }
+
+// keepAnswer keeps a plain form's answer for the run page it is sent back
+// to. Only the latest answer is kept: the session stays small however many
+// decisions are made without their page being seen.
+func (h *Handler) keepAnswer(c echo.Context, runID uuid.UUID, msg string) error {
+	s := h.session(c)
+	for k := range s.Values {
+		if key, ok := k.(string); ok && strings.HasPrefix(key, "answer:") {
+			delete(s.Values, k)
+		}
+	}
+	s.AddFlash(msg, answerKey(runID))
+	if err := s.Save(c.Request(), c.Response()); err != nil {
+		return fmt.Errorf("handlers: save answer: %w", err)
+	}
+	return nil
+}
+
+// takeAnswer returns and forgets the answer kept for the run's page.
+func (h *Handler) takeAnswer(c echo.Context, runID uuid.UUID) string {
+	s := h.session(c)
+	flashes := s.Flashes(answerKey(runID))
+	if len(flashes) == 0 {
+		return ""
+	}
+	msg, _ := flashes[0].(string)
+	if err := s.Save(c.Request(), c.Response()); err != nil {
+		h.log.Warn("forget answer", "err", err)
+	}
+	return msg
 }

@@ -49,7 +49,7 @@ func wantFragment(t *testing.T, r response, words string) {
 func wantFlash(t *testing.T, r response, words string) {
 	t.Helper()
 	wantStatus(t, r, http.StatusOK)
-	if got := strings.TrimSpace(r.doc(t).Find("#run-actions #decision-result").Text()); got != words {
+	if got := strings.TrimSpace(r.doc(t).Find("#decision-result").Text()); got != words {
 		t.Errorf("answer next to the buttons = %q, want %q", got, words)
 	}
 }

@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"net/http"
-	"strings"
 
 	"github.com/labstack/echo/v4"
 
@@ -25,7 +24,7 @@ func (h *Handler) showRunPage(c echo.Context) error {
 	v := views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
 	// A decision made without JavaScript comes back here: its answer goes
 	// next to the buttons, and is gone at the next render from the log.
-	v.Answer = strings.Join(h.takeFlash(c), " ")
+	v.Answer = h.takeAnswer(c, run.ID)
 	// The page changes with every event: never serve it from a cache.
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.RunPage(u, v))

@@ -820,7 +820,7 @@ func RunProgress(v *RunView, attrs templ.Attributes) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				if st.Status == "stopped" {
-					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 51, "<span class=\"step-note\">: ended here</span>")
+					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 51, "<span class=\"step-note\">(ended here)</span>")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
