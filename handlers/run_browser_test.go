@@ -203,7 +203,7 @@ func (b *browserApp) approve(t *testing.T, runID uuid.UUID) {
 type dbState struct {
 	state     string
 	lastSeq   int64
-	narration string
+	narration string // the current attempt's
 	business  []int64
 	final     string
 	ops       []store.Operation
@@ -218,14 +218,16 @@ func (b *browserApp) stored(t *testing.T, runID uuid.UUID) dbState {
 	}
 	d := dbState{state: snap.Run.State, lastSeq: snap.CoveringSeq, ops: snap.Operations}
 	var texts []string
+	prog := store.ProgressOf(snap)
 	for _, ev := range snap.Events {
-		if ev.Type == store.EventNarrationDelta {
+		switch {
+		case ev.Type == store.EventNarrationDelta && prog.ShowsNarration(ev):
 			var p struct{ Text string }
 			json.Unmarshal(ev.Payload, &p)
 			texts = append(texts, p.Text)
-			continue
+		case ev.Class == store.ClassBusiness:
+			d.business = append(d.business, ev.Seq)
 		}
-		d.business = append(d.business, ev.Seq)
 	}
 	d.narration = strings.Join(texts, "")
 	if snap.FinalMessage != nil {
@@ -463,4 +465,111 @@ func TestBrowser_ReconnectRightAfterStart(t *testing.T) {
 	b.approve(t, runs[0].ID)
 	b.waitState(t, runs[0].ID, store.StateCompleted)
 	b.wantPageMatchesDB(t, runs[0].ID)
+}
+
+// runText is what the run page says, as a person reads it.
+func (b *browserApp) runText(t *testing.T) string {
+	t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('#run').innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// wantFinishedPage checks the live page of a finished run: one outcome
+// with these words, none left over from while it ran, none contradicting.
+func (b *browserApp) wantFinishedPage(t *testing.T, outcome, words string) {
+	t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-outcome="`+outcome+`"]').length +
+		100 * document.querySelectorAll('[data-outcome]:not([data-outcome="`+outcome+`"])').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("outcomes on the page: %d of %s and %d others, want one %s", n%100, outcome, n/100, outcome)
+	}
+	text := b.runText(t)
+	if !strings.Contains(text, words) {
+		t.Errorf("page does not say %q:\n%s", words, text)
+	}
+	for _, w := range append(append([]string(nil), stillRunningWords...), contradicts[outcome]...) {
+		if strings.Contains(text, w) {
+			t.Errorf("the %s run's page says %q:\n%s", outcome, w, text)
+		}
+	}
+	for _, id := range []string{"#cancel", "#approve", "#cancel-note", "#cancel-gone"} {
+		if ok, _ := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`!!document.querySelector('`+id+`')`)); ok {
+			t.Errorf("the finished run's page has %s", id)
+		}
+	}
+}
+
+func (b *browserApp) reload(t *testing.T) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#run-status"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrowser_CancelConfirmThenOutcome: the customer's cancel asks
+// for confirmation, answers next to the button, and once the run has
+// ended the page holds the outcome only, live and after a reload.
+func TestBrowser_CancelConfirmThenOutcome(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(6, 3) // holds the run in planning until the gate opens
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	b.waitPage(t, "the progress line at checking", `document.querySelector('#run-progress [aria-current="step"]').textContent.trim() === 'Checked'`)
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, store.EventCancelRequested); n != 0 {
+		t.Fatalf("opening the cancel recorded %d cancels, want it to ask first", n)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
+		t.Fatal(err)
+	}
+	b.waitPage(t, "the answer next to the button and the pending cancel", `document.querySelector('#decision-result').textContent === 'You asked to cancel this run.' &&
+		(document.querySelector('#cancel-note') || {}).textContent === 'Cancel requested by you: the agent stops before any money moves.' &&
+		!document.querySelector('#cancel')`)
+	g.open()
+	b.waitState(t, run.ID, store.StateCanceled)
+	b.waitPage(t, "the outcome", `document.querySelector('#stream-indicator').dataset.state === 'closed' && !!document.querySelector('#outcome')`)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by you. No refund was made.")
+	if got := b.page(t); strings.TrimSpace(got.BodyHTML) == "" {
+		t.Fatal("no run body")
+	}
+	if s, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('#decision-result').textContent`)); s != "" {
+		t.Errorf("the answer %q stayed under the outcome", s)
+	}
+	b.reload(t)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by you. No refund was made.")
+}
+
+// TestBrowser_CanceledByApproverLive: the customer watches while an
+// approver cancels; the page says so in the customer's words as the
+// stream delivers it, and again after a reload.
+func TestBrowser_CanceledByApproverLive(t *testing.T) {
+	t.Parallel()
+	b := newBrowserApp(t, newGatedNarrator(5, -1), payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval' &&
+		document.querySelector('#run-progress [aria-current="step"]').textContent.trim() === 'Approval'`)
+	b.waitState(t, run.ID, store.StateAwaitingApproval)
+	if _, err := b.store.RequestCancelBecause(context.Background(), run.ID, b.approver.ID, "customer called"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitState(t, run.ID, store.StateCanceled)
+	b.wantPageMatchesDB(t, run.ID)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by an approver. No refund was made.")
+	if text := b.runText(t); strings.Contains(text, "customer called") || !strings.Contains(text, "Cancel requested by an approver") {
+		t.Errorf("timeline for the customer:\n%s", text)
+	}
+	b.reload(t)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by an approver. No refund was made.")
 }
