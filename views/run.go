@@ -317,6 +317,9 @@ func EventText(ev store.Event) string {
 	case store.EventApprovalRequested:
 		return "Asked an approver for a decision"
 	case store.EventApprovalGranted:
+		if d := store.DeciderOf(ev); d != nil && d.System {
+			return "Approved by policy"
+		}
 		return "Approved"
 	case store.EventCancelRequested:
 		return "Cancel requested"
