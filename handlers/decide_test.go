@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -298,5 +299,40 @@ func TestDecide_FinishedRun(t *testing.T) {
 	}
 	if n := a.events(t, run, store.EventCancelRequested) + a.events(t, run, store.EventApprovalGranted); n != 0 {
 		t.Errorf("decision events on a finished run = %d, want none", n)
+	}
+}
+
+// TestDecide_Reason: staff may give a reason, kept with the decision; one
+// too long is refused in words and changes nothing; a customer's is not
+// kept.
+func TestDecide_Reason(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	page := "/runs/" + run.ID.String()
+	approver := a.client(t)
+	a.login(t, approver, "approver@example.com")
+
+	long := url.Values{"reason": {strings.Repeat("x", store.MaxDecisionReasonLen+1)}}
+	if r := a.post(t, approver, page+"/approve", long); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "reason is longer") {
+		t.Errorf("a reason too long: status %d, want 422 with words:\n%s", r.status, r.body)
+	}
+	if n := a.events(t, run, store.EventApprovalGranted); n != 0 {
+		t.Fatalf("approval.granted events after a refused reason = %d, want none", n)
+	}
+	wantRedirect(t, a.post(t, approver, page+"/approve", url.Values{"reason": {"  photos checked  "}}), page)
+	var reason string
+	if err := a.db.Get(&reason, `SELECT payload->>'reason' FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, store.EventApprovalGranted); err != nil || reason != "photos checked" {
+		t.Errorf("stored reason = %q (%v), want the approver's, trimmed", reason, err)
+	}
+	if got := a.get(t, approver, page).doc(t).Find(`#timeline li[data-type="approval.granted"]`).Text(); !strings.Contains(got, "Approved by you: “photos checked”") {
+		t.Errorf("approver's timeline item = %q", got)
+	}
+
+	customer := a.client(t)
+	a.login(t, customer, "customer@example.com")
+	wantRedirect(t, a.post(t, customer, page+"/cancel", url.Values{"reason": {"changed my mind"}}), page)
+	if n := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2 AND payload ? 'reason'`, run.ID, store.EventCancelRequested); n != 0 {
+		t.Errorf("a customer's reason was kept")
 	}
 }
