@@ -317,6 +317,9 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 			store.FormatMoney(e.cfg.MaxAmount, run.Currency)))
 	}
 	needsOK := run.Amount >= e.cfg.ApprovalThreshold
+	if err := e.beginAttempt(ctx, run, "planning"); err != nil {
+		return err
+	}
 	if err := e.narrate(ctx, run, Facts{Stage: "planning", OrderID: order.ID, Description: order.Description,
 		Paid: store.FormatMoney(order.Amount, order.Currency), Amount: store.FormatMoney(run.Amount, run.Currency),
 		Reason: run.Reason, NeedsOK: needsOK}); err != nil {
@@ -353,6 +356,9 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return 0, true, e.finish(ctx, run, store.StateFailed, failedMessage(op))
 	}
 	if fresh {
+		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
+			return 0, false, err
+		}
 		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(op.Amount, op.Currency)}); err != nil {
 			return 0, false, err
 		}
@@ -517,6 +523,17 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
 	return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
 }
 
+// beginAttempt records the start of a narrating step before it speaks, so
+// a retried step's narration starts afresh on every page instead of
+// continuing the text of the attempt that died.
+func (e *Executor) beginAttempt(ctx context.Context, run *store.Run, step string) error {
+	n, err := e.store.BeginAttempt(ctx, run.ID, step)
+	if err == nil && n > 1 {
+		e.logger.Info("step restarted", "run", run.ID, "step", step, "attempt", n)
+	}
+	return err
+}
+
 func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store.Operation) error {
 	msg := fmt.Sprintf("Refunded %s to your original payment method. The payment provider's reference is %s.",
 		store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String)
@@ -527,7 +544,7 @@ func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store
 	}
 	var extra []store.NewEvent
 	if r.CancelRequested() {
-		msg = "Your cancel arrived too late: the refund had already reached the payment provider. " + msg
+		msg = "The cancel arrived too late: the refund had already reached the payment provider. " + msg
 		extra = append(extra, store.NewEvent{Type: store.EventCancelTooLate, Payload: map[string]any{"operation_id": op.ID}})
 	}
 	_, err = e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)

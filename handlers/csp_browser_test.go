@@ -64,13 +64,13 @@ func TestBrowser_NoCSPViolations(t *testing.T) {
 	b.waitLive(t)
 	g.open()
 	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
-	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel"))); err != nil {
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel")), chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
 		t.Fatal(err)
 	}
 	b.waitState(t, run.ID, store.StateCanceled)
 	b.waitPage(t, "the canceled run, the stream closed", `document.querySelector('#run-status').dataset.state === 'canceled' &&
 		document.querySelector('#stream-indicator').dataset.state === 'closed' &&
-		document.querySelector('#decision-result').textContent.trim() !== ''`)
+		document.querySelector('#outcome').textContent.trim() !== ''`)
 	if v := cspViolations(t, b.ctx); len(v) > 0 {
 		t.Errorf("run page: CSP violations %q", v)
 	}

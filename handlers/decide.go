@@ -4,7 +4,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"strings"
 
+	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/store"
@@ -13,16 +15,18 @@ import (
 
 // What a decision did, as the API names it.
 const (
-	resultApproved          = "approved"
-	resultAlreadyApproved   = "already_approved"
-	resultCancelRequested   = "cancel_requested"
-	resultAlreadyCanceling  = "already_canceling"
-	resultTooLateToCancel   = "too_late"
-	msgApproved             = "Approved."
-	msgAlreadyApproved      = "Already approved."
-	msgCancelRequested      = "Cancel requested. The agent will stop before any money moves."
-	msgAlreadyCanceling     = "Cancel already requested. The agent will stop before any money moves."
-	msgTooLateToCancel      = "Too late to cancel: the refund has reached the payment provider; we are confirming the result."
+	resultApproved         = "approved"
+	resultAlreadyApproved  = "already_approved"
+	resultCancelRequested  = "cancel_requested"
+	resultAlreadyCanceling = "already_canceling"
+	resultTooLateToCancel  = "too_late"
+	// The answers say what happened, never what will: they stay true
+	// whatever the run does next, even when they arrive after it.
+	msgApproved             = "You approved this refund."
+	msgAlreadyApproved      = "This refund was already approved."
+	msgCancelRequested      = "You asked to cancel this run."
+	msgAlreadyCanceling     = "A cancel was already asked for."
+	msgTooLateToCancel      = "You asked to cancel, but the refund may already have reached the payment provider."
 	msgRunFinished          = "The run has already finished."
 	msgOnlyApprovers        = "Only approvers can approve refunds."
 	msgOnlyOwnerOrApprovers = "Only the customer who asked for this refund, or an approver, can cancel it."
@@ -47,7 +51,7 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 	if u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyApprovers)
 	}
-	d, err := h.store.Approve(c.Request().Context(), run.ID, u.ID)
+	d, err := h.store.ApproveBecause(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
 		return nil, err
 	}
@@ -67,11 +71,20 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 	if run.OwnerID != u.ID && u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyOwnerOrApprovers)
 	}
-	d, err := h.store.RequestCancel(c.Request().Context(), run.ID, u.ID)
+	d, err := h.store.RequestCancelBecause(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
 		return nil, err
 	}
 	return worded(d, cancelWords)
+}
+
+// decisionReason is the optional reason staff give with a decision; a
+// customer's form has no such field, and one sent anyway is not kept.
+func decisionReason(c echo.Context, u *store.User) string {
+	if u.Role == store.RoleCustomer {
+		return ""
+	}
+	return strings.TrimSpace(c.FormValue("reason"))
 }
 
 func approveWords(o store.DecisionOutcome) (result, message string) {
@@ -123,18 +136,18 @@ func (h *Handler) answerDecision(c echo.Context, decide func(echo.Context) (*dec
 	d, err := decide(c)
 	htmx := c.Request().Header.Get("HX-Request") == "true"
 	var se *store.Error
-	if err != nil && htmx && errors.As(err, &se) && (se.Code == store.CodeConflict || se.Code == store.CodeForbidden) {
+	if err != nil && htmx && errors.As(err, &se) && (se.Code == store.CodeConflict || se.Code == store.CodeForbidden || se.Code == store.CodeInvalid) {
 		// htmx does not swap a 4xx answer by default, and these words are
 		// the answer the person clicked for.
-		return render(c, http.StatusOK, views.DecisionResult(sentence(se.Message)))
+		return render(c, http.StatusOK, views.DecisionResult(sentence(se.Message), nil))
 	}
 	if err != nil {
 		return err
 	}
 	if htmx {
-		return render(c, http.StatusOK, views.DecisionResult(d.Message))
+		return render(c, http.StatusOK, views.DecisionResult(d.Message, nil))
 	}
-	if err := h.addFlash(c, d.Message); err != nil {
+	if err := h.keepAnswer(c, d.Run.ID, d.Message); err != nil {
 		return err
 	}
 	return redirect(c, "/runs/"+d.Run.ID.String())
@@ -149,4 +162,39 @@ func apiAnswerDecision(c echo.Context, decide func(echo.Context) (*decision, err
 		return err
 	}
 	return c.JSON(http.StatusOK, d)
+}
+
+// answerKey is the session key of the answer to a decision on one run, so
+// a run's page never shows the answer about another.
+func answerKey(runID uuid.UUID) string { return "answer:" + runID.String() }
+
+// keepAnswer keeps a plain form's answer for the run page it is sent back
+// to. Only the latest answer is kept: the session stays small however many
+// decisions are made without their page being seen.
+func (h *Handler) keepAnswer(c echo.Context, runID uuid.UUID, msg string) error {
+	s := h.session(c)
+	for k := range s.Values {
+		if key, ok := k.(string); ok && strings.HasPrefix(key, "answer:") {
+			delete(s.Values, k)
+		}
+	}
+	s.AddFlash(msg, answerKey(runID))
+	if err := s.Save(c.Request(), c.Response()); err != nil {
+		return fmt.Errorf("handlers: save answer: %w", err)
+	}
+	return nil
+}
+
+// takeAnswer returns and forgets the answer kept for the run's page.
+func (h *Handler) takeAnswer(c echo.Context, runID uuid.UUID) string {
+	s := h.session(c)
+	flashes := s.Flashes(answerKey(runID))
+	if len(flashes) == 0 {
+		return ""
+	}
+	msg, _ := flashes[0].(string)
+	if err := s.Save(c.Request(), c.Response()); err != nil {
+		h.log.Warn("forget answer", "err", err)
+	}
+	return msg
 }

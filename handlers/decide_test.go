@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"net/http"
+	"net/url"
 	"strings"
 	"testing"
 
@@ -45,12 +46,12 @@ func wantFragment(t *testing.T, r response, words string) {
 }
 
 // wantFlash checks the run page a plain form was sent back to shows the
-// decision's words once.
+// decision's words once, next to the buttons.
 func wantFlash(t *testing.T, r response, words string) {
 	t.Helper()
 	wantStatus(t, r, http.StatusOK)
-	if got := strings.TrimSpace(r.doc(t).Find(".flash").Text()); got != words {
-		t.Errorf("flash = %q, want %q", got, words)
+	if got := strings.TrimSpace(r.doc(t).Find("#decision-result").Text()); got != words {
+		t.Errorf("answer next to the buttons = %q, want %q", got, words)
 	}
 }
 
@@ -70,13 +71,13 @@ func TestApprove_Twice(t *testing.T) {
 	page := "/runs/" + run.ID.String()
 
 	wantRedirect(t, a.decide(t, c, page, "approve", nil), page)
-	wantFlash(t, a.get(t, c, page), "Approved.")
+	wantFlash(t, a.get(t, c, page), "You approved this refund.")
 	wantRedirect(t, a.decide(t, c, page, "approve", nil), page)
-	wantFlash(t, a.get(t, c, page), "Already approved.")
-	wantFragment(t, a.decide(t, c, page, "approve", htmx), "Already approved.")
+	wantFlash(t, a.get(t, c, page), "This refund was already approved.")
+	wantFragment(t, a.decide(t, c, page, "approve", htmx), "This refund was already approved.")
 	api := a.decide(t, c, "/api"+page, "approve", nil)
 	wantStatus(t, api, http.StatusOK)
-	if d := decode[decisionJSON](t, api); d.Result != "already_approved" || d.Message != "Already approved." ||
+	if d := decode[decisionJSON](t, api); d.Result != "already_approved" || d.Message != "This refund was already approved." ||
 		d.Run.ID != run.ID || d.Run.State != store.StateSubmitting {
 		t.Errorf("API answer = %+v", d)
 	}
@@ -102,13 +103,13 @@ func TestApprove_Words(t *testing.T) {
 
 	t.Run("htmx", func(t *testing.T) {
 		run := a.awaitingApproval(t, "customer@example.com")
-		wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), "approve", htmx), "Approved.")
+		wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), "approve", htmx), "You approved this refund.")
 	})
 	t.Run("api", func(t *testing.T) {
 		run := a.awaitingApproval(t, "customer2@example.com")
 		r := a.decide(t, c, "/api/runs/"+run.ID.String(), "approve", nil)
 		wantStatus(t, r, http.StatusOK)
-		if d := decode[decisionJSON](t, r); d.Result != "approved" || d.Message != "Approved." || d.Run.State != store.StateSubmitting {
+		if d := decode[decisionJSON](t, r); d.Result != "approved" || d.Message != "You approved this refund." || d.Run.State != store.StateSubmitting {
 			t.Errorf("API answer = %+v", d)
 		}
 	})
@@ -172,7 +173,7 @@ func TestCancel_ByOwner(t *testing.T) {
 	page := "/runs/" + run.ID.String()
 
 	wantRedirect(t, a.decide(t, c, page, "cancel", nil), page)
-	wantFlash(t, a.get(t, c, page), "Cancel requested. The agent will stop before any money moves.")
+	wantFlash(t, a.get(t, c, page), "You asked to cancel this run.")
 	if n := a.events(t, run, store.EventCancelRequested); n != 1 {
 		t.Errorf("cancel.requested events = %d, want 1", n)
 	}
@@ -184,7 +185,7 @@ func TestCancel_ByOwner(t *testing.T) {
 		t.Errorf("run = %s, cancel requested %v; want the command recorded and the state left to the agent", got.State, got.CancelRequested())
 	}
 
-	wantFragment(t, a.decide(t, c, page, "cancel", htmx), "Cancel already requested. The agent will stop before any money moves.")
+	wantFragment(t, a.decide(t, c, page, "cancel", htmx), "A cancel was already asked for.")
 	r := a.decide(t, c, "/api"+page, "cancel", nil)
 	wantStatus(t, r, http.StatusOK)
 	if d := decode[decisionJSON](t, r); d.Result != "already_canceling" || d.Run.ID != run.ID {
@@ -203,7 +204,7 @@ func TestCancel_Words(t *testing.T) {
 		c := a.client(t)
 		a.login(t, c, "customer@example.com")
 		wantFragment(t, a.decide(t, c, "/runs/"+run.ID.String(), "cancel", htmx),
-			"Cancel requested. The agent will stop before any money moves.")
+			"You asked to cancel this run.")
 	})
 	t.Run("approver api", func(t *testing.T) {
 		run := a.awaitingApproval(t, "customer2@example.com")
@@ -211,7 +212,7 @@ func TestCancel_Words(t *testing.T) {
 		a.login(t, c, "approver@example.com")
 		r := a.decide(t, c, "/api/runs/"+run.ID.String(), "cancel", nil)
 		wantStatus(t, r, http.StatusOK)
-		if d := decode[decisionJSON](t, r); d.Result != "cancel_requested" || d.Message != "Cancel requested. The agent will stop before any money moves." {
+		if d := decode[decisionJSON](t, r); d.Result != "cancel_requested" || d.Message != "You asked to cancel this run." {
 			t.Errorf("API answer = %+v", d)
 		}
 		if n := a.events(t, run, store.EventCancelRequested); n != 1 {
@@ -251,7 +252,7 @@ func TestCancel_TooLate(t *testing.T) {
 	c := a.client(t)
 	a.login(t, c, "customer@example.com")
 	page := "/runs/" + run.ID.String()
-	const tooLate = "Too late to cancel: the refund has reached the payment provider; we are confirming the result."
+	const tooLate = "You asked to cancel, but the refund may already have reached the payment provider."
 
 	wantFragment(t, a.decide(t, c, page, "cancel", htmx), tooLate)
 	r := a.decide(t, c, "/api"+page, "cancel", nil)
@@ -298,5 +299,40 @@ func TestDecide_FinishedRun(t *testing.T) {
 	}
 	if n := a.events(t, run, store.EventCancelRequested) + a.events(t, run, store.EventApprovalGranted); n != 0 {
 		t.Errorf("decision events on a finished run = %d, want none", n)
+	}
+}
+
+// TestDecide_Reason: staff may give a reason, kept with the decision; one
+// too long is refused in words and changes nothing; a customer's is not
+// kept.
+func TestDecide_Reason(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	page := "/runs/" + run.ID.String()
+	approver := a.client(t)
+	a.login(t, approver, "approver@example.com")
+
+	long := url.Values{"reason": {strings.Repeat("x", store.MaxDecisionReasonLen+1)}}
+	if r := a.post(t, approver, page+"/approve", long); r.status != http.StatusUnprocessableEntity || !strings.Contains(r.body, "reason is longer") {
+		t.Errorf("a reason too long: status %d, want 422 with words:\n%s", r.status, r.body)
+	}
+	if n := a.events(t, run, store.EventApprovalGranted); n != 0 {
+		t.Fatalf("approval.granted events after a refused reason = %d, want none", n)
+	}
+	wantRedirect(t, a.post(t, approver, page+"/approve", url.Values{"reason": {"  photos checked  "}}), page)
+	var reason string
+	if err := a.db.Get(&reason, `SELECT payload->>'reason' FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, store.EventApprovalGranted); err != nil || reason != "photos checked" {
+		t.Errorf("stored reason = %q (%v), want the approver's, trimmed", reason, err)
+	}
+	if got := a.get(t, approver, page).doc(t).Find(`#timeline li[data-type="approval.granted"]`).Text(); !strings.Contains(got, "Approved by you: “photos checked”") {
+		t.Errorf("approver's timeline item = %q", got)
+	}
+
+	customer := a.client(t)
+	a.login(t, customer, "customer@example.com")
+	wantRedirect(t, a.post(t, customer, page+"/cancel", url.Values{"reason": {"changed my mind"}}), page)
+	if n := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2 AND payload ? 'reason'`, run.ID, store.EventCancelRequested); n != 0 {
+		t.Errorf("a customer's reason was kept")
 	}
 }

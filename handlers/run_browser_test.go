@@ -203,7 +203,7 @@ func (b *browserApp) approve(t *testing.T, runID uuid.UUID) {
 type dbState struct {
 	state     string
 	lastSeq   int64
-	narration string
+	narration string // the current attempt's
 	business  []int64
 	final     string
 	ops       []store.Operation
@@ -218,14 +218,16 @@ func (b *browserApp) stored(t *testing.T, runID uuid.UUID) dbState {
 	}
 	d := dbState{state: snap.Run.State, lastSeq: snap.CoveringSeq, ops: snap.Operations}
 	var texts []string
+	prog := store.ProgressOf(snap)
 	for _, ev := range snap.Events {
-		if ev.Type == store.EventNarrationDelta {
+		switch {
+		case ev.Type == store.EventNarrationDelta && prog.ShowsNarration(ev):
 			var p struct{ Text string }
 			json.Unmarshal(ev.Payload, &p)
 			texts = append(texts, p.Text)
-			continue
+		case ev.Class == store.ClassBusiness:
+			d.business = append(d.business, ev.Seq)
 		}
-		d.business = append(d.business, ev.Seq)
 	}
 	d.narration = strings.Join(texts, "")
 	if snap.FinalMessage != nil {
@@ -463,4 +465,195 @@ func TestBrowser_ReconnectRightAfterStart(t *testing.T) {
 	b.approve(t, runs[0].ID)
 	b.waitState(t, runs[0].ID, store.StateCompleted)
 	b.wantPageMatchesDB(t, runs[0].ID)
+}
+
+// runText is what the run page says, as a person reads it.
+func (b *browserApp) runText(t *testing.T) string {
+	t.Helper()
+	s, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('#run').innerText`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// wantFinishedPage checks the live page of a finished run: one outcome
+// with these words, none left over from while it ran, none contradicting.
+func (b *browserApp) wantFinishedPage(t *testing.T, outcome, words string) {
+	t.Helper()
+	n, err := chromedp.Run(b.ctx, chromedp.Evaluate[int](`document.querySelectorAll('[data-outcome="`+outcome+`"]').length +
+		100 * document.querySelectorAll('[data-outcome]:not([data-outcome="`+outcome+`"])').length`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n != 1 {
+		t.Errorf("outcomes on the page: %d of %s and %d others, want one %s", n%100, outcome, n/100, outcome)
+	}
+	text := b.runText(t)
+	if !strings.Contains(text, words) {
+		t.Errorf("page does not say %q:\n%s", words, text)
+	}
+	for _, w := range append(append([]string(nil), stillRunningWords...), contradicts[outcome]...) {
+		if strings.Contains(text, w) {
+			t.Errorf("the %s run's page says %q:\n%s", outcome, w, text)
+		}
+	}
+	for _, id := range []string{"#cancel", "#approve", "#cancel-note", "#cancel-gone"} {
+		if ok, _ := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`!!document.querySelector('`+id+`')`)); ok {
+			t.Errorf("the finished run's page has %s", id)
+		}
+	}
+}
+
+func (b *browserApp) reload(t *testing.T) {
+	t.Helper()
+	if err := chromedp.Do(b.ctx, chromedp.Reload(), chromedp.WaitVisible(chromedp.CSS("#run-status"))); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// TestBrowser_CancelConfirmThenOutcome: the customer's cancel asks
+// for confirmation, answers next to the button, and once the run has
+// ended the page holds the outcome only, live and after a reload.
+func TestBrowser_CancelConfirmThenOutcome(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(6, 3) // holds the run in planning until the gate opens
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	b.waitPage(t, "the progress line at checking", `document.querySelector('#run-progress [aria-current="step"]').textContent.trim() === 'Checked'`)
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel"))); err != nil {
+		t.Fatal(err)
+	}
+	if n := b.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = $2`, run.ID, store.EventCancelRequested); n != 0 {
+		t.Fatalf("opening the cancel recorded %d cancels, want it to ask first", n)
+	}
+	if err := chromedp.Do(b.ctx, chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
+		t.Fatal(err)
+	}
+	b.waitPage(t, "the answer next to the button and the pending cancel", `document.querySelector('#decision-result').textContent === 'You asked to cancel this run.' &&
+		(document.querySelector('#cancel-note') || {}).textContent === 'Cancel requested by you: the agent stops before any money moves.' &&
+		!document.querySelector('#cancel')`)
+	g.open()
+	b.waitState(t, run.ID, store.StateCanceled)
+	b.waitPage(t, "the outcome", `document.querySelector('#stream-indicator').dataset.state === 'closed' && !!document.querySelector('#outcome')`)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by you. No refund was made.")
+	if got := b.page(t); strings.TrimSpace(got.BodyHTML) == "" {
+		t.Fatal("no run body")
+	}
+	if s, _ := chromedp.Run(b.ctx, chromedp.Evaluate[string](`document.querySelector('#decision-result').textContent`)); s != "" {
+		t.Errorf("the answer %q stayed under the outcome", s)
+	}
+	b.reload(t)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by you. No refund was made.")
+}
+
+// TestBrowser_CanceledByApproverLive: the customer watches while an
+// approver cancels; the page says so in the customer's words as the
+// stream delivers it, and again after a reload.
+func TestBrowser_CanceledByApproverLive(t *testing.T) {
+	t.Parallel()
+	b := newBrowserApp(t, newGatedNarrator(5, -1), payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval' &&
+		document.querySelector('#run-progress [aria-current="step"]').textContent.trim() === 'Approval'`)
+	b.waitState(t, run.ID, store.StateAwaitingApproval)
+	if _, err := b.store.RequestCancelBecause(context.Background(), run.ID, b.approver.ID, "customer called"); err != nil {
+		t.Fatal(err)
+	}
+	b.waitState(t, run.ID, store.StateCanceled)
+	b.wantPageMatchesDB(t, run.ID)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by an approver. No refund was made.")
+	if text := b.runText(t); strings.Contains(text, "customer called") || !strings.Contains(text, "Cancel requested by an approver") {
+		t.Errorf("timeline for the customer:\n%s", text)
+	}
+	b.reload(t)
+	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by an approver. No refund was made.")
+}
+
+// chattyNarrator says "old " over and over until its worker dies, so the
+// worker is cut off in the middle of its narration.
+type chattyNarrator struct{}
+
+func (chattyNarrator) Narrate(ctx context.Context, _ agent.Facts, emit func(string) error) error {
+	for {
+		if err := emit("old "); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(5 * time.Millisecond):
+		}
+	}
+}
+
+// freshNarrator says its planning lines in two pieces.
+type freshNarrator struct{}
+
+const freshWords = "Fresh start. I'm looking at the order."
+
+func (freshNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
+	if f.Stage != "planning" {
+		return agent.Builtin{}.Narrate(ctx, f, emit)
+	}
+	if err := emit("Fresh start. "); err != nil {
+		return err
+	}
+	return emit("I'm looking at the order.")
+}
+
+// TestBrowser_WorkerDiesMidNarration: the worker dies while it narrates;
+// another takes the run over when the lease runs out and narrates the step
+// again. The live page, the server-rendered page and the reloaded page all
+// show the new attempt's narration exactly once, with the restart noted.
+func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
+	t.Parallel()
+	b := &browserApp{}
+	a := newApp(t, handlers.Config{Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}}, withListener(), wrapHandler(b.outage))
+	b.streamApp = &streamApp{app: a, customer: a.user(t, "customer@example.com")}
+	b.ctx = browsertest.New(t)
+	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	provider := testkit.StartProvider(t, a.db, payments.Faults{}, 10*time.Second)
+	// The doomed worker has a pool of its own: closing it cuts the worker
+	// off from the database as a killed process is, with no release.
+	pool, err := store.Open(context.Background(), a.store.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	testkit.StartExecutor(t, pool, nil, provider.Client, chattyNarrator{}, agent.Config{WorkerID: "doomed", Concurrency: 1, ChunkEvery: time.Millisecond})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	b.waitPage(t, "the doomed worker's words", `document.querySelector('#narration').textContent.includes('old old ')`)
+	pool.Close()
+
+	testkit.StartExecutor(t, a.store, nil, provider.Client, freshNarrator{}, agent.Config{WorkerID: "survivor", ChunkEvery: time.Millisecond})
+	b.waitState(t, run.ID, store.StateAwaitingApproval)
+	wantFresh := func(where string) {
+		t.Helper()
+		b.waitPage(t, where+": the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
+		p := b.page(t)
+		if deref(p.Narration) != freshWords {
+			t.Errorf("%s: narration = %q, want %q once", where, deref(p.Narration), freshWords)
+		}
+		note, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(n => n.hidden ? '' : n.textContent)(document.querySelector('#narration-restarted'))`))
+		if err != nil || note != "The agent restarted this step." {
+			t.Errorf("%s: restart note = %q (%v)", where, note, err)
+		}
+	}
+	wantFresh("live")
+	if d := b.stored(t, run.ID); d.narration != freshWords {
+		t.Errorf("the current attempt's narration in the database = %q", d.narration)
+	}
+	doc := a.get(t, b.customerClient(t), "/runs/"+run.ID.String()).doc(t)
+	if got := doc.Find("#narration").Text(); got != freshWords {
+		t.Errorf("server-rendered narration = %q, want %q", got, freshWords)
+	}
+	b.reload(t)
+	wantFresh("reloaded")
 }

@@ -22,19 +22,28 @@ func (h *Handler) showRunPage(c echo.Context) error {
 	}
 	u := currentUser(c)
 	v := views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
+	// A decision made without JavaScript comes back here: its answer goes
+	// next to the buttons, and is gone at the next render from the log.
+	v.Answer = h.takeAnswer(c, run.ID)
 	// The page changes with every event: never serve it from a cache.
 	c.Response().Header().Set("Cache-Control", "no-store")
-	return render(c, http.StatusOK, views.RunPage(u, v, h.takeFlash(c)))
+	return render(c, http.StatusOK, views.RunPage(u, v))
 }
 
 // viewerOf says which buttons to offer; the POST handlers decide for real.
 func viewerOf(u *store.User, run *store.Run, access Access) views.Viewer {
-	if u == nil || access != AccessFull {
+	if u == nil {
 		return views.Viewer{}
+	}
+	staff := u.Role == store.RoleApprover || u.Role == store.RoleSupport || u.Role == store.RoleAdmin
+	if access != AccessFull {
+		return views.Viewer{UserID: u.ID, Staff: staff}
 	}
 	approver := u.Role == store.RoleApprover
 	return views.Viewer{
 		MayApprove: approver && run.OwnerID != u.ID,
 		MayCancel:  approver || run.OwnerID == u.ID,
+		UserID:     u.ID,
+		Staff:      staff,
 	}
 }

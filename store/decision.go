@@ -3,9 +3,12 @@ package store
 import (
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
+	"unicode/utf8"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -80,10 +83,80 @@ type Decision struct {
 	Why error
 }
 
+// Decider is who made a decision about a run, as the decision's event
+// recorded it. Events from before the role and name were recorded carry
+// the user's ID only (Role ""): a page says "someone" or "an approver".
+type Decider struct {
+	UserID int64  // 0 when the system decided
+	Role   string // the person's role when they decided
+	Name   string
+	System bool   // the policy decided, not a person
+	Reason string // the reason a person gave, if any
+}
+
+// MaxDecisionReasonLen bounds the reason a person may give for a decision.
+const MaxDecisionReasonLen = 500
+
+// deciderPayload is the part of a decision event's payload that names who
+// decided: by is the user's ID, or "policy".
+type deciderPayload struct {
+	By     json.RawMessage `json:"by"`
+	ByRole string          `json:"by_role,omitempty"`
+	ByName string          `json:"by_name,omitempty"`
+	Reason string          `json:"reason,omitempty"`
+}
+
+// DeciderOf reads who decided from an approval.granted or cancel.requested
+// event; nil when the event names no one.
+func DeciderOf(ev Event) *Decider {
+	var pl deciderPayload
+	if json.Unmarshal(ev.Payload, &pl) != nil || len(pl.By) == 0 {
+		return nil
+	}
+	d := &Decider{Role: pl.ByRole, Name: pl.ByName, Reason: pl.Reason}
+	var policy string
+	if json.Unmarshal(pl.By, &policy) == nil {
+		d.System = policy == "policy"
+		return d
+	}
+	if json.Unmarshal(pl.By, &d.UserID) != nil {
+		return nil
+	}
+	return d
+}
+
+// decidedBy is the payload of a decision event by userID, read under the
+// decision's transaction so it names the person as they were then.
+func decidedBy(ctx context.Context, tx *sqlx.Tx, userID int64, reason string) (deciderPayload, error) {
+	pl := deciderPayload{By: json.RawMessage(strconv.FormatInt(userID, 10)), Reason: reason}
+	err := tx.QueryRowxContext(ctx, `SELECT role, name FROM users WHERE id = $1`, userID).Scan(&pl.ByRole, &pl.ByName)
+	if err != nil && !errors.Is(err, sql.ErrNoRows) {
+		return pl, fmt.Errorf("store: decider: %w", err)
+	}
+	return pl, nil
+}
+
+// checkDecisionReason refuses a reason too long to store.
+func checkDecisionReason(reason string) error {
+	if utf8.RuneCountInString(reason) > MaxDecisionReasonLen {
+		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxDecisionReasonLen)
+	}
+	return nil
+}
+
 // Approve records approverID's approval of the run's pending request and
 // moves the run on to submitting. Refusals are outcomes, not errors: an
 // error means the decision could not be made at all.
 func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) (Decision, error) {
+	return s.ApproveBecause(ctx, runID, approverID, "")
+}
+
+// ApproveBecause is Approve with the approver's reason (may be empty),
+// stored with the decision in its event and its audit entry.
+func (s *Store) ApproveBecause(ctx context.Context, runID uuid.UUID, approverID int64, reason string) (Decision, error) {
+	if err := checkDecisionReason(reason); err != nil {
+		return Decision{}, err
+	}
 	var d Decision
 	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
 		var a Approval
@@ -106,13 +179,17 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) 
 		if _, err := tx.ExecContext(ctx, `UPDATE runs SET next_attempt_at = now() WHERE id = $1`, r.ID); err != nil {
 			return "", nil, fmt.Errorf("store: approve: %w", err)
 		}
-		if err := audit(ctx, tx, AuditRunApproved, RunSubject(r.ID), map[string]any{"approver_id": approverID}); err != nil {
+		by, err := decidedBy(ctx, tx, approverID, reason)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := audit(ctx, tx, AuditRunApproved, RunSubject(r.ID), auditDecision("approver_id", approverID, reason)); err != nil {
 			return "", nil, err
 		}
 		if err := notifyWork(ctx, tx); err != nil {
 			return "", nil, err
 		}
-		return StateSubmitting, []NewEvent{{Type: EventApprovalGranted, Payload: map[string]any{"by": approverID}}}, nil
+		return StateSubmitting, []NewEvent{{Type: EventApprovalGranted, Payload: by}}, nil
 	})
 	if err != nil {
 		return Decision{}, err
@@ -153,6 +230,15 @@ func CancelTooLate(ops []Operation) bool { return len(ops) > 0 }
 // boundary. Asking again is DecisionAlreadyMade; asking once the refund may
 // have reached the provider is recorded all the same, and DecisionTooLate.
 func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int64) (Decision, error) {
+	return s.RequestCancelBecause(ctx, runID, byUserID, "")
+}
+
+// RequestCancelBecause is RequestCancel with the reason given (may be
+// empty), stored with the request in its event and its audit entry.
+func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUserID int64, reason string) (Decision, error) {
+	if err := checkDecisionReason(reason); err != nil {
+		return Decision{}, err
+	}
 	var d Decision
 	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
 		if Terminal(r.State) {
@@ -181,17 +267,31 @@ func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int
 			return "", nil, fmt.Errorf("store: request cancel: %w", err)
 		}
 		r.CancelRequestedAt = sql.NullTime{Time: time.Now(), Valid: true}
-		if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(r.ID), map[string]any{"by": byUserID}); err != nil {
+		by, err := decidedBy(ctx, tx, byUserID, reason)
+		if err != nil {
+			return "", nil, err
+		}
+		if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(r.ID), auditDecision("by", byUserID, reason)); err != nil {
 			return "", nil, err
 		}
 		if err := notifyWork(ctx, tx); err != nil {
 			return "", nil, err
 		}
-		return "", []NewEvent{{Type: EventCancelRequested, Payload: map[string]any{"by": byUserID}}}, nil
+		return "", []NewEvent{{Type: EventCancelRequested, Payload: by}}, nil
 	})
 	if err != nil {
 		return Decision{}, err
 	}
 	d.Run = run
 	return d, nil
+}
+
+// auditDecision is a decision's audit detail: who, under key, and the
+// reason when one was given.
+func auditDecision(key string, userID int64, reason string) map[string]any {
+	m := map[string]any{key: userID}
+	if reason != "" {
+		m["reason"] = reason
+	}
+	return m
 }

@@ -42,12 +42,20 @@ const (
 	EventRunFailed            = "run.failed"
 	EventRunCanceled          = "run.canceled"
 	EventNarrationDelta       = "narration.delta"
+	// EventStepAttempt marks where the executor began a narrating step:
+	// {"step","attempt"}. Attempt 2 or later is a retry (a worker died, a
+	// lease was taken over, the step failed): the narration before it
+	// belongs to an abandoned attempt. It is presentation, like the
+	// narration it divides: kept and pruned with it, never a line of the
+	// business history (which holds each business event once per run).
+	EventStepAttempt = "step.attempt"
 )
 
-// ClassOf tells an event type's retention class. Only narration is
-// presentation; everything else is business history.
+// ClassOf tells an event type's retention class. Only narration and the
+// attempt boundaries within it are presentation; everything else is
+// business history.
 func ClassOf(typ string) string {
-	if typ == EventNarrationDelta {
+	if typ == EventNarrationDelta || typ == EventStepAttempt {
 		return ClassPresentation
 	}
 	return ClassBusiness
@@ -170,6 +178,25 @@ func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, 
 // other state, such as narration: the one statement is atomic by itself.
 func (s *Store) Append(ctx context.Context, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
 	return s.appendEvents(ctx, nil, runID, evs...)
+}
+
+// BeginAttempt records that the executor begins step (the stage it
+// narrates) on the run, and returns the attempt number: one more than the
+// attempts of that step already recorded, counted under the run's row lock.
+func (s *Store) BeginAttempt(ctx context.Context, runID uuid.UUID, step string) (int, error) {
+	var n int
+	_, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+		if err := tx.GetContext(ctx, &n, `SELECT count(*) FROM run_events
+            WHERE run_id = $1 AND type = $2 AND payload->>'step' = $3`, r.ID, EventStepAttempt, step); err != nil {
+			return "", nil, fmt.Errorf("store: begin attempt: %w", err)
+		}
+		n++
+		return "", []NewEvent{{Type: EventStepAttempt, Payload: map[string]any{"step": step, "attempt": n}}}, nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
 }
 
 // MaxPage bounds one read of the log.

@@ -50,7 +50,8 @@ func operationStateAfter(eventType string) string {
 }
 
 // Progress is where a run stands as of CoveringSeq: its state, whether a
-// cancel was asked for, its ledger and its final message. It starts from a
+// cancel was asked for and by whom, who approved it, its ledger, its final
+// message and the attempt its current step is on. It starts from a
 // snapshot and is moved forward by the events after it, so a page and the
 // stream that continues it tell the same story. It keeps no narration or
 // timeline: a long stream holds no growing history.
@@ -61,6 +62,15 @@ type Progress struct {
 	CoveringSeq     int64
 	Operations      []Operation
 	FinalMessage    string
+	// ApprovalAsked: the run asked a person for a decision.
+	ApprovalAsked bool
+	// CanceledBy and ApprovedBy are who decided, as the decision's event
+	// recorded it; nil until then.
+	CanceledBy, ApprovedBy *Decider
+	// RestartSeq is the seq of the latest step.attempt that began a step
+	// again (attempt 2 or later), 0 if none: narration at or below it
+	// belongs to an attempt that was abandoned, and is not shown.
+	RestartSeq int64
 }
 
 // ProgressOf is where the snapshot's run stands.
@@ -72,12 +82,53 @@ func ProgressOf(snap *Snapshot) Progress {
 		CoveringSeq:     snap.CoveringSeq,
 		// A copy: Apply changes operations in place, and the snapshot may
 		// be shared.
-		Operations: append([]Operation(nil), snap.Operations...),
+		Operations:    append([]Operation(nil), snap.Operations...),
+		ApprovalAsked: snap.Approval != nil,
 	}
 	if snap.FinalMessage != nil {
 		p.FinalMessage = snap.FinalMessage.Body
 	}
+	for _, ev := range snap.Marks {
+		p.note(ev)
+	}
 	return p
+}
+
+// ShowsNarration reports whether a narration event belongs to the attempt
+// the page shows: a restarted step's new attempt never continues the text
+// of the one it replaced.
+func (p *Progress) ShowsNarration(ev Event) bool { return ev.Seq > p.RestartSeq }
+
+// Outcomes of a finished run, as its page names them.
+const (
+	OutcomeCompleted = "completed"
+	// OutcomeCancelTooLate: the refund went through although a cancel was
+	// asked for: it came after the refund reached the provider.
+	OutcomeCancelTooLate = "cancel_too_late"
+	OutcomeDeclined      = "declined" // the provider refused the refund
+	OutcomeFailed        = "failed"
+	OutcomeCanceled      = "canceled"
+)
+
+// Outcome names how the run ended, "" while it goes on.
+func (p *Progress) Outcome() string {
+	switch p.State {
+	case StateCompleted:
+		if p.CancelRequested {
+			return OutcomeCancelTooLate
+		}
+		return OutcomeCompleted
+	case StateCanceled:
+		return OutcomeCanceled
+	case StateFailed:
+		for _, op := range p.Operations {
+			if op.State == OpFailed {
+				return OutcomeDeclined
+			}
+		}
+		return OutcomeFailed
+	}
+	return ""
 }
 
 // Terminal reports whether the run, as of CoveringSeq, has ended.
@@ -91,6 +142,7 @@ type progressPayload struct {
 	Currency    string `json:"currency"`
 	ProviderRef string `json:"provider_ref"`
 	Reason      string `json:"reason"`
+	Attempt     int    `json:"attempt"`
 }
 
 // Apply moves the progress forward by one event. Events may arrive again
@@ -104,9 +156,12 @@ func (p *Progress) Apply(ev Event) {
 	if s := StateAfter(ev.Type); s != "" && (!p.Terminal() || Terminal(s)) {
 		p.State = s
 	}
+	p.note(ev)
 	switch opState := operationStateAfter(ev.Type); {
 	case ev.Type == EventCancelRequested:
 		p.CancelRequested = true
+	case ev.Type == EventApprovalRequested:
+		p.ApprovalAsked = true
 	case ev.Type == EventMessageFinal:
 		if pl, ok := decodeProgress(ev); ok {
 			p.FinalMessage = pl.Body
@@ -154,4 +209,24 @@ func (p *Progress) applyOperation(runID uuid.UUID, state string, pl progressPayl
 	}
 	p.Operations = append(p.Operations, Operation{ID: id, RunID: runID, Kind: "refund", Amount: pl.Amount,
 		Currency: pl.Currency, State: state, ProviderRef: ref, LastError: pl.Reason})
+}
+
+// MarkTypes are the events ProgressOf reads besides the snapshot's rows:
+// who decided, and where a step began again. A snapshot carries them as
+// Marks, a head snapshot too.
+var MarkTypes = []string{EventApprovalGranted, EventCancelRequested, EventStepAttempt}
+
+// note records what a mark event says about who decided and which attempt
+// a step is on.
+func (p *Progress) note(ev Event) {
+	switch ev.Type {
+	case EventCancelRequested:
+		p.CanceledBy = DeciderOf(ev)
+	case EventApprovalGranted:
+		p.ApprovedBy = DeciderOf(ev)
+	case EventStepAttempt:
+		if pl, ok := decodeProgress(ev); ok && pl.Attempt > 1 && ev.Seq > p.RestartSeq {
+			p.RestartSeq = ev.Seq
+		}
+	}
 }

@@ -5,9 +5,11 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // Snapshot is one consistent read of a run: everything on it is as of
@@ -23,6 +25,10 @@ type Snapshot struct {
 	// Events are the stored events with seq <= CoveringSeq: all business
 	// events, and the narration the replay window still holds.
 	Events []Event
+	// Marks are the events of MarkTypes with seq <= CoveringSeq (who
+	// decided, where a step began again), which ProgressOf folds; a head
+	// snapshot has them too.
+	Marks []Event
 }
 
 // Snapshot reads a run in one REPEATABLE READ transaction, so its state, its
@@ -79,11 +85,20 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, withEvents 
 	}
 	snap.Events = []Event{}
 	if !withEvents {
+		if err := tx.SelectContext(ctx, &snap.Marks, `SELECT `+eventColumns+` FROM run_events
+            WHERE run_id = $1 AND seq <= $2 AND type = ANY($3) ORDER BY seq`, runID, r.LastSeq, pq.Array(MarkTypes)); err != nil {
+			return nil, fmt.Errorf("store: snapshot marks: %w", err)
+		}
 		return snap, nil
 	}
 	if err := tx.SelectContext(ctx, &snap.Events, `SELECT `+eventColumns+` FROM run_events
         WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq); err != nil {
 		return nil, fmt.Errorf("store: snapshot events: %w", err)
+	}
+	for _, ev := range snap.Events {
+		if slices.Contains(MarkTypes, ev.Type) {
+			snap.Marks = append(snap.Marks, ev)
+		}
 	}
 	return snap, nil
 }

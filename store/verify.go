@@ -22,7 +22,7 @@ HAVING count(e.seq) <> r.last_seq - r.replay_floor
     OR COALESCE(max(e.seq), r.replay_floor) <> r.last_seq`},
 	{"event class follows type", `
 SELECT format('run %s seq %s: %s is %s', run_id, seq, type, class) FROM run_events
-WHERE (type = 'narration.delta') <> (class = 'presentation')`},
+WHERE (type IN ('narration.delta', 'step.attempt')) <> (class = 'presentation')`},
 	{"one terminal event per finished run, matching its state", `
 SELECT format('run %s is %s with terminal events [%s]', r.id, r.state, string_agg(e.type, ', '))
 FROM runs r LEFT JOIN run_events e ON e.run_id = r.id

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 
@@ -15,6 +16,12 @@ import (
 type Viewer struct {
 	MayApprove bool
 	MayCancel  bool
+	// UserID is who is looking (0: nobody signed in): their own decisions
+	// read "you".
+	UserID int64
+	// Staff (approvers, support, admins) see who decided by name and the
+	// reasons given, and may give one with their own decisions.
+	Staff bool
 }
 
 // Narration is one stored piece of the agent's narration.
@@ -39,6 +46,9 @@ type RunView struct {
 	Timeline  []store.Event
 	// NarrationTrimmed: narration older than the replay window is gone.
 	NarrationTrimmed bool
+	// Answer is what the viewer's own decision just did, shown next to the
+	// buttons; the next render from the log replaces it.
+	Answer string
 }
 
 // NewRunView builds the view of a snapshot. full is whether the viewer may
@@ -49,11 +59,12 @@ func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
 		return v
 	}
 	for _, ev := range snap.Events {
-		if ev.Type == store.EventNarrationDelta {
+		switch {
+		case ev.Type == store.EventNarrationDelta && v.ShowsNarration(ev):
 			v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
-			continue
+		case InTimeline(ev):
+			v.Timeline = append(v.Timeline, ev)
 		}
-		v.Timeline = append(v.Timeline, ev)
 	}
 	// Narration was pruned if the floor lies past some narration we do not
 	// have; a floor reached by business events alone hides nothing.
@@ -66,9 +77,149 @@ func (v *RunView) CanApprove() bool {
 	return v.Viewer.MayApprove && v.State == store.StateAwaitingApproval && !v.CancelRequested
 }
 
+// CanCancel offers the cancel only while it can still stop the money:
+// once an operation exists the provider may have the refund
+// (store.CancelTooLate).
 func (v *RunView) CanCancel() bool {
-	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested
+	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested && !store.CancelTooLate(v.Operations)
 }
+
+// CancelGone says why a viewer who could cancel before no longer can, ""
+// when the cancel is still offered or was never theirs to make.
+func (v *RunView) CancelGone() string {
+	if !v.Viewer.MayCancel || v.Terminal() || v.CancelRequested || !store.CancelTooLate(v.Operations) {
+		return ""
+	}
+	return "The refund has been sent to the payment provider, so it can no longer be canceled. The result appears here once the provider confirms it."
+}
+
+// Restarted reports whether a step began again, so the narration shown is
+// the new attempt's only.
+func (v *RunView) Restarted() bool { return v.RestartSeq > 0 }
+
+// Who names the person who made decision d in the viewer's words: "you",
+// "an approver", "support", "the customer", "the system"; staff also see
+// the name. unknown is the words for an event that recorded no role.
+func (v *RunView) Who(d *store.Decider, unknown string) string {
+	switch {
+	case d == nil:
+		return unknown
+	case d.System:
+		return "the system"
+	case d.UserID != 0 && d.UserID == v.Viewer.UserID:
+		return "you"
+	}
+	var role string
+	switch d.Role {
+	case store.RoleApprover:
+		role = "an approver"
+	case store.RoleSupport, store.RoleAdmin:
+		role = "support"
+	case store.RoleCustomer:
+		role = "the customer"
+	default:
+		return unknown
+	}
+	if v.Viewer.Staff && d.Name != "" {
+		return d.Name + " (" + strings.TrimPrefix(role, "an ") + ")"
+	}
+	return role
+}
+
+// CancelNote is the pending cancel in words while the run goes on, ""
+// when there is none.
+func (v *RunView) CancelNote() string {
+	if !v.CancelRequested || v.Terminal() {
+		return ""
+	}
+	who := v.Who(v.CanceledBy, "someone")
+	if store.CancelTooLate(v.Operations) {
+		return "Cancel requested by " + who + ", but the refund may already have reached the payment provider: the agent is confirming the result before it ends the run."
+	}
+	return "Cancel requested by " + who + ": the agent stops before any money moves."
+}
+
+// ApprovalNote says who approved, "" before an approval.
+func (v *RunView) ApprovalNote() string {
+	if v.ApprovedBy == nil {
+		return ""
+	}
+	return "Approved by " + v.Who(v.ApprovedBy, "an approver") + "."
+}
+
+// OutcomeText is the one sentence that says how the run ended, "" while it
+// goes on.
+func (v *RunView) OutcomeText() string {
+	amount := store.FormatMoney(v.Run.Amount, v.Run.Currency)
+	for _, op := range v.Operations {
+		if op.State == store.OpSucceeded {
+			amount = store.FormatMoney(op.Amount, op.Currency)
+		}
+	}
+	switch v.Outcome() {
+	case store.OutcomeCompleted:
+		return "Refunded " + amount + ": the payment provider confirmed it."
+	case store.OutcomeCancelTooLate:
+		return "Refunded " + amount + ": the cancel " + v.Who(v.CanceledBy, "someone") +
+			" asked for came after the refund had reached the payment provider, which confirmed it."
+	case store.OutcomeCanceled:
+		return "Canceled by " + v.Who(v.CanceledBy, "someone") + ". No refund was made."
+	case store.OutcomeDeclined:
+		return "Not refunded: the payment provider did not make the refund. No money moved."
+	case store.OutcomeFailed:
+		return "Not refunded: the request could not be carried out. No money moved."
+	}
+	return ""
+}
+
+// ProgressStep is one stop of the progress line.
+type ProgressStep struct {
+	Label string
+	// Status is done, current, todo, or stopped (where a failed or
+	// canceled run ended).
+	Status string
+	// Here marks where the run stands (aria-current="step").
+	Here bool
+}
+
+// ProgressSteps is the progress line: requested, checked, approval (when
+// one was asked for), sent, confirmed, with where the run stands marked.
+func (v *RunView) ProgressSteps() []ProgressStep {
+	labels := []string{"Requested", "Checked"}
+	if v.ApprovalAsked {
+		labels = append(labels, "Approval")
+	}
+	labels = append(labels, "Sent", "Confirmed")
+	sent, confirmed := len(labels)-2, len(labels)-1
+	at := 1 // checking the request
+	switch {
+	case len(v.Operations) > 0 || v.State == store.StateReconciling || v.State == store.StateCompleted:
+		at = confirmed
+	case v.State == store.StateSubmitting || v.ApprovedBy != nil:
+		at = sent
+	case v.ApprovalAsked:
+		at = 2
+	}
+	steps := make([]ProgressStep, len(labels))
+	for i, l := range labels {
+		st := ProgressStep{Label: l, Status: "todo", Here: i == at}
+		switch {
+		case i < at, st.Here && v.State == store.StateCompleted:
+			st.Status = "done"
+		case st.Here && v.Terminal():
+			st.Status = "stopped"
+		case st.Here:
+			st.Status = "current"
+		}
+		steps[i] = st
+	}
+	return steps
+}
+
+// InTimeline reports whether an event is a line of the run page's
+// timeline, the business history. A restarted step is told beside the
+// narration instead (NarrationRestarted).
+func InTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentation }
 
 // eventPayload is the union of the payload fields the page's words read.
 type eventPayload struct {
@@ -78,7 +229,6 @@ type eventPayload struct {
 	ProviderRef string `json:"provider_ref"`
 	Reason      string `json:"reason"`
 	OrderID     int64  `json:"order_id"`
-	By          any    `json:"by"`
 }
 
 // payloadOf reads an event's payload for the words about it. The store wrote
@@ -134,7 +284,27 @@ func OperationLabel(state string) string {
 	return state
 }
 
-// EventText describes a business event in words.
+// EventText describes a business event in words, naming who acted in the
+// viewer's terms.
+func (v *RunView) EventText(ev store.Event) string {
+	switch ev.Type {
+	case store.EventApprovalGranted:
+		return "Approved by " + v.Who(store.DeciderOf(ev), "an approver") + v.reason(ev)
+	case store.EventCancelRequested:
+		return "Cancel requested by " + v.Who(store.DeciderOf(ev), "someone") + v.reason(ev)
+	}
+	return EventText(ev)
+}
+
+// reason is the reason given with a decision, for staff.
+func (v *RunView) reason(ev store.Event) string {
+	if d := store.DeciderOf(ev); d != nil && d.Reason != "" && v.Viewer.Staff {
+		return ": “" + d.Reason + "”"
+	}
+	return ""
+}
+
+// EventText describes a business event in words, without who acted.
 func EventText(ev store.Event) string {
 	p := payloadOf(ev)
 	switch ev.Type {
@@ -147,7 +317,7 @@ func EventText(ev store.Event) string {
 	case store.EventApprovalRequested:
 		return "Asked an approver for a decision"
 	case store.EventApprovalGranted:
-		if p.By == "policy" {
+		if d := store.DeciderOf(ev); d != nil && d.System {
 			return "Approved by policy"
 		}
 		return "Approved"

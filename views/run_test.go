@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
@@ -85,7 +86,7 @@ func TestRunPage_ReconcilingReadsVerifyingNeverFailed(t *testing.T) {
 	}
 	for name, v := range map[string]*views.RunView{"snapshot": fromSnapshot, "after operation.reconciling": streamed} {
 		t.Run(name, func(t *testing.T) {
-			doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v, nil))
+			doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v))
 			if got := doc.Find("#run-state").Text(); !strings.Contains(strings.ToLower(got), "verifying") {
 				t.Errorf("#run-state = %q, want it to say verifying", got)
 			}
@@ -113,7 +114,8 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 	t.Parallel()
 	snap := testSnapshot()
 	v := views.NewRunView(snap, true, views.Viewer{MayCancel: true})
-	doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v, []string{"Approved."}))
+	v.Answer = "You asked to cancel this run."
+	doc := render(t, views.RunPage(&store.User{Name: "C", Role: store.RoleCustomer}, v))
 	run := doc.Find("#run")
 	if got, _ := run.Attr("sse-connect"); got != "/runs/"+snap.Run.ID.String()+"/events?after=4" {
 		t.Errorf("sse-connect = %q", got)
@@ -124,7 +126,7 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 	if got := doc.Find("#narration").Text(); got != "Looking <b>now</b>. Still looking." {
 		t.Errorf("narration = %q, want the text, escaped", got)
 	}
-	if got, _ := doc.Find("#stream-sink").Attr("sse-swap"); got != "message,reset,close" {
+	if got, _ := doc.Find("#stream-sink").Attr("sse-swap"); got != "message,reset,close,busy" {
 		t.Errorf("sink sse-swap = %q", got)
 	}
 	for _, id := range []string{"#run-status", "#run-actions", "#run-outcome", "#timeline", "#decision-result", "#reset-banner", "#stream-end", "#n-3", "#ev-1"} {
@@ -132,8 +134,8 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 			t.Errorf("no %s on the page", id)
 		}
 	}
-	if got := doc.Find(".flash").Text(); got != "Approved." {
-		t.Errorf("flash = %q", got)
+	if got := doc.Find("#run-actions + #decision-result").Text(); got != "You asked to cancel this run." {
+		t.Errorf("answer next to the buttons = %q", got)
 	}
 	if doc.Find("#approve").Length() != 0 || doc.Find("#cancel").Length() != 1 {
 		t.Error("want a cancel button and no approve button for a customer")
@@ -176,4 +178,227 @@ func TestStreamEvent_SameComponentsAsThePage(t *testing.T) {
 			t.Error("want the status and no timeline item")
 		}
 	})
+}
+
+// TestRunView_WhoActed: a decision names who made it in the viewer's
+// terms; staff see the name; an event from before roles were recorded
+// still reads.
+func TestRunView_WhoActed(t *testing.T) {
+	t.Parallel()
+	const customer, approver = 1, 7
+	byApprover := map[string]any{"by": approver, "by_role": store.RoleApprover, "by_name": "Ann Approver"}
+	byCustomer := map[string]any{"by": customer, "by_role": store.RoleCustomer, "by_name": "Cat Customer"}
+	bySupport := map[string]any{"by": 9, "by_role": store.RoleSupport, "by_name": "Sam Support"}
+	for _, tc := range []struct {
+		name    string
+		typ     string
+		payload map[string]any
+		viewer  views.Viewer
+		want    string
+	}{
+		{"own cancel", store.EventCancelRequested, byCustomer, views.Viewer{UserID: customer}, "Cancel requested by you"},
+		{"approver's cancel, customer looks", store.EventCancelRequested, byApprover, views.Viewer{UserID: customer}, "Cancel requested by an approver"},
+		{"approver's cancel, staff looks", store.EventCancelRequested, byApprover, views.Viewer{UserID: 8, Staff: true}, "Cancel requested by Ann Approver (approver)"},
+		{"customer's cancel, approver looks", store.EventCancelRequested, byCustomer, views.Viewer{UserID: approver, Staff: true}, "Cancel requested by Cat Customer (the customer)"},
+		{"support", store.EventCancelRequested, bySupport, views.Viewer{UserID: customer}, "Cancel requested by support"},
+		{"old cancel event", store.EventCancelRequested, map[string]any{"by": approver}, views.Viewer{UserID: customer}, "Cancel requested by someone"},
+		{"own approval", store.EventApprovalGranted, byApprover, views.Viewer{UserID: approver, Staff: true}, "Approved by you"},
+		{"approval, customer looks", store.EventApprovalGranted, byApprover, views.Viewer{UserID: customer}, "Approved by an approver"},
+		{"old approval event", store.EventApprovalGranted, map[string]any{"by": approver}, views.Viewer{UserID: customer}, "Approved by an approver"},
+		{"policy", store.EventApprovalGranted, map[string]any{"by": "policy"}, views.Viewer{UserID: customer}, "Approved by the system"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			snap := testSnapshot()
+			e := ev(5, tc.typ, tc.payload)
+			snap.Events = append(snap.Events, e)
+			snap.Marks = []store.Event{e}
+			v := views.NewRunView(snap, true, tc.viewer)
+			doc := render(t, views.RunBody(v, nil))
+			if got := strings.TrimSpace(doc.Find("#ev-5").Contents().Not("time").Text()); got != tc.want {
+				t.Errorf("timeline item = %q, want %q", got, tc.want)
+			}
+		})
+	}
+	t.Run("staff see the reason, a customer does not", func(t *testing.T) {
+		p := map[string]any{"by": approver, "by_role": store.RoleApprover, "by_name": "Ann Approver", "reason": "duplicate request"}
+		e := ev(5, store.EventCancelRequested, p)
+		staff := views.NewRunView(testSnapshot(), true, views.Viewer{UserID: 8, Staff: true})
+		cust := views.NewRunView(testSnapshot(), true, views.Viewer{UserID: customer})
+		if got := staff.EventText(e); !strings.Contains(got, "duplicate request") {
+			t.Errorf("staff read %q, want the reason", got)
+		}
+		if got := cust.EventText(e); strings.Contains(got, "duplicate") {
+			t.Errorf("customer read %q, want no reason", got)
+		}
+	})
+}
+
+// terminalSnapshot is a finished run: state, ledger, final message and
+// the decision events.
+func terminalSnapshot(state string, opState string, marks ...store.Event) *store.Snapshot {
+	snap := testSnapshot()
+	snap.Run.State, snap.Run.LastSeq, snap.CoveringSeq = state, 20, 20
+	if opState != "" {
+		snap.Operations = []store.Operation{{ID: uuid.New(), Kind: "refund", Amount: 500, Currency: "EUR", State: opState}}
+	}
+	snap.FinalMessage = &store.FinalMessage{Body: "The agent's final words."}
+	snap.Events = append(snap.Events, marks...)
+	snap.Marks = marks
+	for _, m := range marks {
+		if m.Type == store.EventCancelRequested {
+			snap.Run.CancelRequestedAt.Valid = true
+		}
+	}
+	return snap
+}
+
+// TestRunPage_OneOutcome: a finished run's page holds one outcome, in the
+// viewer's terms, and nothing left over from while it ran.
+func TestRunPage_OneOutcome(t *testing.T) {
+	t.Parallel()
+	cancelByCustomer := ev(10, store.EventCancelRequested, map[string]any{"by": 1, "by_role": store.RoleCustomer, "by_name": "Cat"})
+	cancelByApprover := ev(10, store.EventCancelRequested, map[string]any{"by": 7, "by_role": store.RoleApprover, "by_name": "Ann"})
+	for _, tc := range []struct {
+		name, outcome, want string
+		snap                *store.Snapshot
+	}{
+		{"completed", store.OutcomeCompleted, "Refunded €5.00: the payment provider confirmed it.", terminalSnapshot(store.StateCompleted, store.OpSucceeded)},
+		{"declined", store.OutcomeDeclined, "Not refunded: the payment provider did not make the refund. No money moved.", terminalSnapshot(store.StateFailed, store.OpFailed)},
+		{"failed", store.OutcomeFailed, "Not refunded: the request could not be carried out. No money moved.", terminalSnapshot(store.StateFailed, "")},
+		{"canceled by you", store.OutcomeCanceled, "Canceled by you. No refund was made.", terminalSnapshot(store.StateCanceled, "", cancelByCustomer)},
+		{"canceled by an approver", store.OutcomeCanceled, "Canceled by an approver. No refund was made.", terminalSnapshot(store.StateCanceled, "", cancelByApprover)},
+		{"too late", store.OutcomeCancelTooLate, "Refunded €5.00: the cancel you asked for came after the refund had reached the payment provider, which confirmed it.",
+			terminalSnapshot(store.StateCompleted, store.OpSucceeded, cancelByCustomer)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			v := views.NewRunView(tc.snap, true, views.Viewer{UserID: 1, MayCancel: true})
+			doc := render(t, views.RunPage(&store.User{ID: 1, Role: store.RoleCustomer}, v))
+			if n := doc.Find("[data-outcome]").Length(); n != 1 {
+				t.Fatalf("%d outcomes on the page, want 1", n)
+			}
+			if got, _ := doc.Find("[data-outcome]").Attr("data-outcome"); got != tc.outcome {
+				t.Errorf("outcome = %q, want %q", got, tc.outcome)
+			}
+			if got := doc.Find("#outcome-text").Text(); got != tc.want {
+				t.Errorf("outcome text = %q, want %q", got, tc.want)
+			}
+			for _, id := range []string{"#cancel", "#approve", "#cancel-note", "#cancel-gone", "#approval-note"} {
+				if doc.Find(id).Length() != 0 {
+					t.Errorf("a finished run's page has %s", id)
+				}
+			}
+			if n := doc.Find(`#run-progress [aria-current="step"]`).Length(); n != 1 {
+				t.Errorf("%d steps marked current, want 1", n)
+			}
+		})
+	}
+}
+
+// TestRunActions_CancelOnlyWhileItCanStopMoney: once the refund's
+// operation exists, the cancel is no longer offered, and the page says why.
+func TestRunActions_CancelOnlyWhileItCanStopMoney(t *testing.T) {
+	t.Parallel()
+	v := views.NewRunView(testSnapshot(), true, views.Viewer{UserID: 1, MayCancel: true})
+	doc := render(t, views.RunActions(v, nil))
+	if doc.Find("details#cancel-details summary#cancel").Length() != 1 || doc.Find("#cancel-details form button#cancel-confirm").Length() != 1 {
+		t.Fatal("want the cancel behind a confirm step")
+	}
+	if doc.Find(`input[name="reason"]`).Length() != 0 {
+		t.Error("a customer is asked for a reason")
+	}
+	staff := views.NewRunView(testSnapshot(), true, views.Viewer{UserID: 7, MayCancel: true, Staff: true})
+	if doc := render(t, views.RunActions(staff, nil)); doc.Find(`#cancel-details input[name="reason"]`).Length() != 1 {
+		t.Error("staff get no reason field")
+	}
+	v.Apply(ev(5, store.EventOperationSubmitted, map[string]any{"operation_id": uuid.New(), "amount": 500, "currency": "EUR"}))
+	doc = render(t, views.RunActions(v, nil))
+	if doc.Find("#cancel").Length() != 0 {
+		t.Error("cancel offered after the refund was sent")
+	}
+	if got := doc.Find("#cancel-gone").Text(); !strings.Contains(got, "can no longer be canceled") {
+		t.Errorf("#cancel-gone = %q, want it to say why", got)
+	}
+}
+
+// TestRunView_RestartedStepShowsTheNewAttemptOnly: narration before a
+// step.attempt that began the step again is not shown, from a snapshot or
+// from the stream, and a quiet note says the step restarted.
+func TestRunView_RestartedStepShowsTheNewAttemptOnly(t *testing.T) {
+	t.Parallel()
+	snap := testSnapshot()
+	restart := ev(7, store.EventStepAttempt, map[string]any{"step": "planning", "attempt": 2})
+	snap.Events = []store.Event{
+		ev(1, store.EventRunCreated, map[string]any{"order_id": 3, "amount": 500, "currency": "EUR"}),
+		ev(2, store.EventRunPlanning, nil),
+		ev(3, store.EventStepAttempt, map[string]any{"step": "planning", "attempt": 1}),
+		ev(4, store.EventNarrationDelta, map[string]string{"text": "I'm looking at "}),
+		ev(5, store.EventNarrationDelta, map[string]string{"text": "order #3, "}),
+		restart,
+		ev(8, store.EventNarrationDelta, map[string]string{"text": "I'm looking at order #3."}),
+	}
+	snap.Marks = []store.Event{snap.Events[2], restart}
+	snap.Run.LastSeq, snap.CoveringSeq = 8, 8
+	doc := render(t, views.RunBody(views.NewRunView(snap, true, views.Viewer{}), nil))
+	if got := doc.Find("#narration").Text(); got != "I'm looking at order #3." {
+		t.Errorf("narration = %q, want the new attempt's only", got)
+	}
+	note := doc.Find("#narration-restarted")
+	if _, hidden := note.Attr("hidden"); hidden || note.Text() != "The agent restarted this step." {
+		t.Errorf("restart note = %q (hidden %v)", note.Text(), hidden)
+	}
+	if n := doc.Find("#timeline li").Length(); n != 2 {
+		t.Errorf("%d timeline items, want the 2 business events only", n)
+	}
+
+	// Live: the stream had shown the first attempt's words; the restart
+	// takes them away.
+	live := snap
+	live.Events, live.Marks = snap.Events[:5], snap.Marks[:1]
+	live.Run.LastSeq, live.CoveringSeq = 5, 5
+	v := views.NewRunView(live, true, views.Viewer{})
+	v.Apply(restart)
+	doc = render(t, views.StreamEvent(v, restart))
+	if n := doc.Find(`#narration[hx-swap-oob="true"]`); n.Length() != 1 || n.Text() != "" {
+		t.Errorf("want the narration emptied out of band, got %d", n.Length())
+	}
+	if n := doc.Find(`#narration-restarted[hx-swap-oob="true"]`); n.Length() != 1 || n.Text() != "The agent restarted this step." {
+		t.Error("want the restart note sent out of band")
+	}
+	late := ev(6, store.EventNarrationDelta, map[string]string{"text": "stale"})
+	if doc := render(t, views.StreamEvent(v, late)); doc.Find("span").Length() != 0 {
+		t.Error("narration from before the restart sent after it")
+	}
+}
+
+// TestRunProgress_MarksWhereTheRunStands: the progress line has the
+// approval step only when one was asked for, and one current step.
+func TestRunProgress_MarksWhereTheRunStands(t *testing.T) {
+	t.Parallel()
+	opID := uuid.New()
+	v := views.NewRunView(testSnapshot(), false, views.Viewer{})
+	for _, step := range []struct {
+		e       *store.Event
+		steps   string
+		current string
+	}{
+		{nil, "Requested Checked Sent Confirmed", "Checked"},
+		{&store.Event{Seq: 5, Type: store.EventApprovalRequested, Payload: []byte(`{}`)}, "Requested Checked Approval Sent Confirmed", "Approval"},
+		{&store.Event{Seq: 6, Type: store.EventApprovalGranted, Payload: []byte(`{"by":7}`)}, "Requested Checked Approval Sent Confirmed", "Sent"},
+		{&store.Event{Seq: 7, Type: store.EventOperationSubmitted, Payload: []byte(`{"operation_id":"` + opID.String() + `"}`)}, "Requested Checked Approval Sent Confirmed", "Confirmed"},
+		{&store.Event{Seq: 8, Type: store.EventRunCompleted, Payload: []byte(`{}`)}, "Requested Checked Approval Sent Confirmed", "Confirmed"},
+	} {
+		if step.e != nil {
+			v.Apply(*step.e)
+		}
+		doc := render(t, views.RunProgress(v, nil))
+		var labels []string
+		doc.Find("li").Each(func(_ int, s *goquery.Selection) { labels = append(labels, strings.Fields(s.Text())[0]) })
+		cur := doc.Find(`li[aria-current="step"]`)
+		if strings.Join(labels, " ") != step.steps || cur.Length() != 1 || strings.Fields(cur.Text())[0] != step.current {
+			t.Errorf("at %s: steps %v, current %q; want %s, current %s", v.State, labels, cur.Text(), step.steps, step.current)
+		}
+	}
+	if got, _ := render(t, views.RunProgress(v, nil)).Find(`[aria-current="step"]`).Attr("data-status"); got != "done" {
+		t.Errorf("a completed run's last step is %q, want done", got)
+	}
 }
