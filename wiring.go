@@ -115,6 +115,7 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		// nothing at all.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",
 		StartRatePerUser:  cfg.StartRatePerUser,
+		APIPageLimit:      cfg.APIPageLimit,
 	}, st, logger)
 }
 

@@ -45,7 +45,13 @@ type Config struct {
 	// StartRatePerUser caps the new runs one user may start in a minute;
 	// zero means no limit.
 	StartRatePerUser int
+	// APIPageLimit bounds the limit of the API's list answers (GET
+	// /api/runs). Zero means DefaultAPIPageLimit.
+	APIPageLimit int
 }
+
+// DefaultAPIPageLimit is Config.APIPageLimit's default.
+const DefaultAPIPageLimit = 100
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
 const DefaultRequestTimeout = 10 * time.Second
@@ -83,6 +89,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	}
 	if h.cfg.RequestTimeout <= 0 {
 		h.cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if h.cfg.APIPageLimit <= 0 {
+		h.cfg.APIPageLimit = DefaultAPIPageLimit
 	}
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
 	h.streams = newOpenStreams()
@@ -164,7 +173,9 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin},
 		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin},
 
+		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public},
 		{http.MethodGet, "/api/orders", h.apiListOrders, api},
+		{http.MethodGet, "/api/runs", h.apiListRuns, api},
 		{http.MethodPost, "/api/runs", h.apiStartRun, api},
 		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api},
 		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api},
