@@ -162,6 +162,9 @@ func (h *Handler) routes() []route {
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
 		{http.MethodGet, "/runs/:id/events", h.streamRunPage, streamSession},
+		// The approval queue, live; like the page's stream it answers a
+		// missing session or role with a close event.
+		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
 
