@@ -40,7 +40,7 @@ func (h *Handler) approvalQueue(c echo.Context) (*store.QueuePage, error) {
 // Why a queue stream ends for good, in the words its page shows.
 const (
 	msgQueueSignedOut = "Your session has ended. Log in again to follow the queue."
-	msgQueueDenied    = "The approval queue is for approvers."
+	msgQueueDenied    = "The approval queue is not available to you: it is for approvers."
 )
 
 // streamQueue is GET /queue/events: the approval queue, live. The cursor
