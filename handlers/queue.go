@@ -18,6 +18,11 @@ import (
 // queuePageSize is how many runs one page of the approval queue shows.
 const queuePageSize = 50
 
+// queueReadGap is the least time between two reads of one stream's page: a
+// flood of requests and decisions costs each open queue at most a few
+// reads a second, and a change still shows within a second.
+const queueReadGap = 200 * time.Millisecond
+
 // queueStart reads where the page of the queue starts (the queue_after
 // or start parameter: a queue version, 0 for the first page).
 func queueStart(raw string) (int64, error) {
@@ -124,6 +129,8 @@ type queueStream struct {
 	w     *sseWriter
 	start int64
 	shown *store.QueuePage
+	// lastRead is when the page was last read, to space reads out.
+	lastRead time.Time
 }
 
 // follow sends each new version of the page until the client leaves, the
@@ -164,7 +171,17 @@ func (q *queueStream) follow(ctx context.Context, queueWake, userWake <-chan str
 }
 
 // update reads the page again and, if the queue changed, sends the change.
+// Wake-ups that arrive within queueReadGap of the last read coalesce into
+// the next one (the listener's channel holds one).
 func (q *queueStream) update(ctx context.Context) error {
+	if wait := time.Until(q.lastRead.Add(queueReadGap)); wait > 0 {
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-time.After(wait):
+		}
+	}
+	q.lastRead = time.Now()
 	next, err := q.h.store.ApprovalQueue(ctx, q.start, queuePageSize)
 	if err != nil || next.Version == q.shown.Version {
 		return err
