@@ -82,7 +82,7 @@ func (h *Handler) streamQueue(c echo.Context) error {
 	}
 	start, err := queueStart(c.QueryParam("start"))
 	if err != nil {
-		return queueClose(c, w, msgQueueDenied)
+		return queueClose(c, w, err.Error())
 	}
 	ctx, cancel := context.WithCancelCause(c.Request().Context())
 	defer cancel(nil)

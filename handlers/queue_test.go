@@ -185,6 +185,13 @@ func TestQueueStream_Cursor(t *testing.T) {
 			}
 		})
 	}
+	t.Run("not a page", func(t *testing.T) {
+		s := sa.open(t, c, "/queue/events?after=1&start=-3", "")
+		if ev := s.next(t); ev.Event != "close" || !strings.Contains(ev.Data, "not a page of the approval queue") {
+			t.Errorf("got %+v, want the close event saying the page is not one", ev)
+		}
+		s.wantEnd(t)
+	})
 	t.Run("resumes", func(t *testing.T) {
 		s := sa.open(t, c, "/queue/events?after=0", "1")
 		other := a.queued(t, "customer2@example.com", 100)
