@@ -37,6 +37,9 @@ type Config struct {
 	// minute, so one customer's flood cannot starve the others; 0 means no
 	// limit.
 	StartRatePerUser int
+	// API_PAGE_LIMIT: the most items one page of an API list (GET
+	// /api/runs) holds, whatever limit the client asks for.
+	APIPageLimit int
 	// BUSINESS_RETENTION: how long finished runs' business events are kept;
 	// zero (the default) keeps them forever.
 	BusinessRetention time.Duration
@@ -176,6 +179,7 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 		}
 		c.RequestTimeout = d
 	}
+	c.APIPageLimit = count(env, p, "API_PAGE_LIMIT", handlers.DefaultAPIPageLimit)
 	c.StartRatePerUser = 60
 	if v := env("START_RATE_PER_USER"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -119,6 +119,7 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",
 		StartRatePerUser:  cfg.StartRatePerUser,
 		Stream:            handlers.StreamConfig{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser},
+		APIPageLimit:      cfg.APIPageLimit,
 	}, st, logger)
 }
 

@@ -65,7 +65,9 @@ func (h *Handler) loadRun(c echo.Context) (*store.Run, Access, error) {
 	return run, access, nil
 }
 
-// accessTo is runAccess under this server's policy for revoked customers.
+// accessTo is runAccess under this server's settings: a customer who lost
+// refund_access sees nothing when REVOKED_ACCESS is none. Every decision
+// about a run (its page, its streams, the API's list) goes through it.
 func (h *Handler) accessTo(u *store.User, run *store.Run, hasApproval bool) Access {
 	access := runAccess(u, run, hasApproval)
 	if access == AccessStatus && h.cfg.RevokedSeeNothing {

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"reflect"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -338,4 +339,71 @@ func (h *Handler) apiShowRun(c echo.Context) error {
 		return err
 	}
 	return c.JSON(http.StatusOK, newAPISnapshot(snap, access))
+}
+
+// apiRunsPage is GET /api/runs: a page of the caller's runs, newest first.
+// next is the after= of the following page, null on the last one.
+type apiRunsPage struct {
+	Runs  []any   `json:"runs"`
+	Next  *string `json:"next"`
+	Limit int     `json:"limit"`
+}
+
+// apiListRuns is GET /api/runs?after=ID&limit=N: the runs the caller may
+// see, by the same rules as a run's page: customers their own (status only
+// without refund_access), approvers their own and every run that asked for
+// an approval, support every run. A run the caller sees status-only is
+// listed with its id and state alone.
+func (h *Handler) apiListRuns(c echo.Context) error {
+	u := currentUser(c)
+	limit, ok := h.pageLimit(c.QueryParam("limit"))
+	if !ok {
+		return apiBadRequest(c, "invalid_limit", "limit must be a positive integer.")
+	}
+	q := store.RunList{OwnerID: u.ID, All: u.Role == store.RoleSupport,
+		WithApprovals: u.Role == store.RoleApprover, Limit: limit + 1}
+	if raw := c.QueryParam("after"); raw != "" {
+		var err error
+		if q.After, err = uuid.Parse(raw); err != nil {
+			return apiBadRequest(c, store.CodeCursorInvalid,
+				"after must be the id of the last run of the previous page, as next gave it.")
+		}
+	}
+	page := apiRunsPage{Runs: []any{}, Limit: limit}
+	if u.Role == store.RoleAdmin {
+		// Admins manage people, not refunds: no run is theirs to see.
+		return c.JSON(http.StatusOK, page)
+	}
+	runs, err := h.store.ListRuns(c.Request().Context(), q)
+	if err != nil {
+		return err
+	}
+	if len(runs) > limit {
+		runs = runs[:limit]
+		next := runs[limit-1].ID.String()
+		page.Next = &next
+	}
+	for i := range runs {
+		switch h.accessTo(u, &runs[i].Run, runs[i].HasApproval) {
+		case AccessFull:
+			page.Runs = append(page.Runs, newAPIRun(&runs[i].Run))
+		case AccessStatus:
+			page.Runs = append(page.Runs, apiStatusOfRun{ID: runs[i].ID, State: runs[i].State})
+		}
+	}
+	return c.JSON(http.StatusOK, page)
+}
+
+// pageLimit reads a list's limit: a positive integer, at most the
+// APIPageLimit setting (a larger one is lowered to it); empty is half of
+// it. ok is false when raw is no positive integer.
+func (h *Handler) pageLimit(raw string) (limit int, ok bool) {
+	if raw == "" {
+		return max(h.cfg.APIPageLimit/2, 1), true
+	}
+	n, err := strconv.Atoi(raw)
+	if err != nil || n <= 0 {
+		return 0, false
+	}
+	return min(n, h.cfg.APIPageLimit), true
 }

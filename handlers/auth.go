@@ -90,9 +90,16 @@ func (h *Handler) reloadUser(c echo.Context) (*store.User, error) {
 	return u, err
 }
 
+// msgBadToken is the one answer to a token that does not work, whatever is
+// wrong with it: saying which would help someone guessing tokens.
+const msgBadToken = "The bearer token is not valid: it is mistyped, revoked, or its user is disabled. Send Authorization: Bearer rfd_… with a token an admin made."
+
+// unauthorizedToken answers a request whose Authorization header does not
+// work: 401 with the error JSON (never the HTML login page, which a
+// program cannot read) and the WWW-Authenticate challenge of RFC 6750.
 func unauthorizedToken(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="refundd", error="invalid_token"`)
-	return echo.NewHTTPError(http.StatusUnauthorized)
+	return c.JSON(http.StatusUnauthorized, apiError{Error: apiErrorBody{Code: codeUnauthorized, Message: msgBadToken}})
 }
 
 // requireRole refuses signed-in users whose role is not one of roles with a

@@ -45,7 +45,13 @@ type Config struct {
 	// StartRatePerUser caps the new runs one user may start in a minute;
 	// zero means no limit.
 	StartRatePerUser int
+	// APIPageLimit bounds the limit of the API's list answers (GET
+	// /api/runs). Zero means DefaultAPIPageLimit.
+	APIPageLimit int
 }
+
+// DefaultAPIPageLimit is Config.APIPageLimit's default.
+const DefaultAPIPageLimit = 100
 
 // DefaultRequestTimeout is Config.RequestTimeout's default.
 const DefaultRequestTimeout = 10 * time.Second
@@ -84,6 +90,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	}
 	if h.cfg.RequestTimeout <= 0 {
 		h.cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if h.cfg.APIPageLimit <= 0 {
+		h.cfg.APIPageLimit = DefaultAPIPageLimit
 	}
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
 	h.streams = newOpenStreams(&h.cfg.Stream, h.recheckStreams)
@@ -155,6 +164,9 @@ func (h *Handler) routes() []route {
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
 		{http.MethodGet, "/runs/:id/events", h.streamRunPage, streamSession},
+		// The approval queue, live; like the page's stream it answers a
+		// missing session or role with a close event.
+		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
 
@@ -166,7 +178,9 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin},
 		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin},
 
+		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public},
 		{http.MethodGet, "/api/orders", h.apiListOrders, api},
+		{http.MethodGet, "/api/runs", h.apiListRuns, api},
 		{http.MethodPost, "/api/runs", h.apiStartRun, api},
 		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api},
 		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api},

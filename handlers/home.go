@@ -12,8 +12,7 @@ import (
 
 // Home page list sizes.
 const (
-	homeRunsLimit  = 20
-	homeQueueLimit = 50
+	homeRunsLimit = 20
 )
 
 // showHomePage greets the user with what their role works with: customers
@@ -44,7 +43,7 @@ func (h *Handler) renderHome(c echo.Context, status int, form views.StartForm) e
 		}
 		home.Form = form
 	case store.RoleApprover:
-		if home.Queue, err = h.store.RunsInState(ctx, homeQueueLimit, store.StateAwaitingApproval); err != nil {
+		if home.Queue, err = h.approvalQueue(c); err != nil {
 			return err
 		}
 	}

@@ -79,6 +79,7 @@ func mxRows() []mxRow {
 		{"GET", "/metrics", false, mxPath("/metrics"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"GET", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"HEAD", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+		{"GET", "/api/openapi.json", false, mxPath("/api/openapi.json"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 
 		{"GET", "/login", false, mxPath("/login"), mxWant{"200", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "200"}},
 		{"POST", "/login", true, mxLogin, mxWant{"401", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "401"}},
@@ -91,6 +92,7 @@ func mxRows() []mxRow {
 		{"GET", "/support/runs", false, mxPath("/support/runs"), mxWant{L, "403", "403", "403", "403", "200", "403", L}},
 		{"GET", "/runs/:id", false, mxOnRun(""), mxWant{L, "200 full", "404", "200 status", "200 full", "200 full", "404", L}},
 		{"GET", "/runs/:id/events", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
+		{"GET", "/queue/events", false, mxPath("/queue/events?after=x"), mxWant{"sse signed-out", "sse denied", "sse denied", "sse denied", "sse queue", "sse denied", "sse denied", "sse signed-out"}},
 
 		{"GET", "/support/audit", false, mxPath("/support/audit"), mxWant{L, "403", "403", "403", "403", "200", "200", L}},
 
@@ -103,6 +105,7 @@ func mxRows() []mxRow {
 		{"POST", "/admin/tokens/:id/revoke", false, mxOnToken, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
 
 		{"GET", "/api/orders", false, mxOrders, mxWant{"401", "200", "200", "200", "200", "200", "200", "200"}},
+		{"GET", "/api/runs", false, mxListRuns, mxWant{"401", "200", "200", "200", "200", "200", "200", "200"}},
 		{"POST", "/api/runs", false, mxAPIStart, mxWant{"401", "201", "201", "403", "403", "403", "403", "201"}},
 		{"GET", "/api/runs/:id", false, mxOnRun(""), mxWant{"401", "200 full", "404", "200 status", "200 full", "200 full", "404", "200 full"}},
 		{"GET", "/api/runs/:id/events", false, mxOnRun(""), mxWant{"401", "200 full", "404", "403", "200 full", "200 full", "404", "200 full"}},
@@ -449,6 +452,27 @@ func mxOrders(t *testing.T, m *mxApp, _ mxRow, who int, _ *http.Client) *mxCell 
 	}}
 }
 
+// mxListRuns: GET /api/runs never names a run the caller cannot open, and
+// lists a run status-only exactly when its snapshot is status-only.
+func mxListRuns(t *testing.T, m *mxApp, _ mxRow, who int, c *http.Client) *mxCell {
+	return &mxCell{path: "/api/runs?limit=100", body: func(t *testing.T, body string) {
+		var page struct{ Runs []map[string]any }
+		if err := json.Unmarshal([]byte(body), &page); err != nil {
+			t.Fatalf("not a page of runs: %v\n%s", err, body)
+		}
+		for _, run := range page.Runs {
+			r := m.get(t, c, fmt.Sprintf("/api/runs/%v", run["id"]))
+			if r.status != http.StatusOK {
+				t.Errorf("%s lists run %v but gets %d opening it", mxNames[who], run["id"], r.status)
+				continue
+			}
+			if statusOnly := len(run) == 2; statusOnly != strings.Contains(r.body, `"access":"status"`) {
+				t.Errorf("%s: run %v listed as %v, but its snapshot is %.80s", mxNames[who], run["id"], run, r.body)
+			}
+		}
+	}}
+}
+
 // mxTarget is a fresh customer for an admin request to act on, so that no
 // two requests change the same user.
 func (m *mxApp) mxTarget(t *testing.T) int64 {
@@ -708,6 +732,10 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 		if len(frames) == 0 {
 			t.Error("status-only stream sent nothing")
 		}
+	case "queue":
+		if len(frames) == 0 || frames[0].Event != "reset" || frames[0].ID == "" || !strings.Contains(frames[0].Data, `id="queue-body"`) {
+			t.Errorf("got %+v, want the queue's reset first", frames)
+		}
 	case "denied", "signed-out":
 		says := map[string]string{"denied": "not available to you", "signed-out": "Log in again"}[what]
 		if len(frames) == 0 || frames[0].Event != "close" || !strings.Contains(frames[0].Data, says) {
@@ -721,7 +749,7 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 				t.Errorf("a refused stream sent an event with id %s", f.ID)
 			}
 		}
-		if strings.Contains(all, narration) || strings.Contains(all, reason) {
+		if cell.run != nil && (strings.Contains(all, narration) || strings.Contains(all, reason)) {
 			t.Errorf("a refused stream leaked the run: %+v", frames)
 		}
 	default:

@@ -78,6 +78,7 @@ type openStreams struct {
 	mu      sync.Mutex
 	closed  bool
 	subs    map[*subscriber]struct{}
+	held    int // streams counted by hold: not a run's, they re-check themselves
 	perUser map[int64]int
 	idle    chan struct{} // closed to stop the re-check loop when no stream is open
 	wg      sync.WaitGroup
@@ -94,22 +95,10 @@ func newOpenStreams(cfg *StreamConfig, recheck func(context.Context, []*subscrib
 func (o *openStreams) add(s *subscriber) (refused string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	switch {
-	case o.closed:
-		refused = refusedShutdown
-	case len(o.subs) >= o.maxStreams:
-		refused = refusedProcessCap
-	case o.perUser[s.userID] >= o.maxPerUser:
-		refused = refusedUserCap
-	}
-	if refused != "" {
-		metrics.StreamsRefused.WithLabelValues(refused).Inc()
+	if refused = o.admit(s.userID); refused != "" {
 		return refused
 	}
 	o.subs[s] = struct{}{}
-	o.perUser[s.userID]++
-	o.wg.Add(1)
-	metrics.StreamsOpen.Inc()
 	if len(o.subs) == 1 {
 		// The first stream starts the re-check loop; the last stops it, so
 		// a process without streams holds no goroutine for them.
@@ -119,18 +108,63 @@ func (o *openStreams) add(s *subscriber) (refused string) {
 	return ""
 }
 
+// admit counts a stream of userID against the caps, or says why it is
+// refused. o.mu is held.
+func (o *openStreams) admit(userID int64) (refused string) {
+	switch {
+	case o.closed:
+		refused = refusedShutdown
+	case len(o.subs)+o.held >= o.maxStreams:
+		refused = refusedProcessCap
+	case o.perUser[userID] >= o.maxPerUser:
+		refused = refusedUserCap
+	}
+	if refused != "" {
+		metrics.StreamsRefused.WithLabelValues(refused).Inc()
+		return refused
+	}
+	o.perUser[userID]++
+	o.wg.Add(1)
+	metrics.StreamsOpen.Inc()
+	return ""
+}
+
+// hold counts a stream that follows no run (the approver's queue) against
+// the same caps; it re-checks its own access. An accepted hold needs a
+// release.
+func (o *openStreams) hold(userID int64) (refused string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if refused = o.admit(userID); refused == "" {
+		o.held++
+	}
+	return refused
+}
+
+func (o *openStreams) release(userID int64) {
+	o.mu.Lock()
+	o.held--
+	o.forget(userID)
+	o.mu.Unlock()
+}
+
+// forget undoes admit. o.mu is held.
+func (o *openStreams) forget(userID int64) {
+	if o.perUser[userID]--; o.perUser[userID] <= 0 {
+		delete(o.perUser, userID)
+	}
+	metrics.StreamsOpen.Dec()
+	o.wg.Done()
+}
+
 func (o *openStreams) remove(s *subscriber) {
 	o.mu.Lock()
 	delete(o.subs, s)
-	if o.perUser[s.userID]--; o.perUser[s.userID] <= 0 {
-		delete(o.perUser, s.userID)
-	}
 	if len(o.subs) == 0 {
 		close(o.idle)
 	}
+	o.forget(s.userID)
 	o.mu.Unlock()
-	metrics.StreamsOpen.Dec()
-	o.wg.Done()
 }
 
 // recheckLoop re-checks every open stream's access each interval, in one

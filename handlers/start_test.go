@@ -285,7 +285,7 @@ func TestHome_ApprovalQueue(t *testing.T) {
 	if doc.Find("#approval-queue a[href='/runs/"+waiting.ID.String()+"']").Length() != 1 {
 		t.Error("the queue lacks the run awaiting approval")
 	}
-	if doc.Find("#run-row-"+other.ID.String()).Length() != 0 {
+	if doc.Find("#queue-item-"+other.ID.String()).Length() != 0 || doc.Find(".queue-item").Length() != 1 {
 		t.Error("the queue lists a run that is not awaiting approval")
 	}
 }

@@ -39,18 +39,21 @@ const AllRuns = "runs"
 // workers wait on it, and on their own poll for retries and expired leases.
 const Work = "work"
 
+// Queue is the topic woken when the approval queue changes (ChannelQueue).
+const Queue = "queue"
+
 // Topics a subscriber can wait on.
 func RunTopic(runID string) string   { return "run:" + runID }
 func UserTopic(userID string) string { return "user:" + userID }
 
-// Start connects and listens on the events, grants and work channels.
+// Start connects and listens on the events, grants, work and queue channels.
 func (l *Listener) Start(ctx context.Context) error {
 	pl := pq.NewListener(l.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
 		if err != nil {
 			l.logger.Warn("listener connection", "event", ev, "err", err)
 		}
 	})
-	for _, ch := range []string{ChannelEvents, ChannelGrants, ChannelWork} {
+	for _, ch := range []string{ChannelEvents, ChannelGrants, ChannelWork, ChannelQueue} {
 		if err := pl.Listen(ch); err != nil {
 			pl.Close()
 			return err
@@ -100,6 +103,8 @@ func (l *Listener) dispatch(n *pq.Notification) {
 		wakeAll(l.subs[UserTopic(n.Extra)])
 	case ChannelWork:
 		wakeAll(l.subs[Work])
+	case ChannelQueue:
+		wakeAll(l.subs[Queue])
 	}
 }
 

@@ -22,6 +22,9 @@ const (
 	// approval, a cancel). Kept apart from ChannelEvents so narration, the
 	// bulk of appends, never wakes a worker.
 	ChannelWork = "refundd_work"
+	// ChannelQueue carries the approval queue's new version whenever a run
+	// joins or leaves it (the queue_track trigger sends it).
+	ChannelQueue = "refundd_queue"
 )
 
 // A transaction that NOTIFYs takes one lock for the whole database at

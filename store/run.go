@@ -273,19 +273,6 @@ func (s *Store) RunsByOwner(ctx context.Context, ownerID int64, limit int) ([]Ru
 	return runs, nil
 }
 
-// RunsInState lists runs in the given states, oldest first.
-func (s *Store) RunsInState(ctx context.Context, limit int, states ...string) ([]Run, error) {
-	runs := []Run{}
-	query, args, err := sqlx.In(`SELECT `+runColumns+` FROM runs WHERE state IN (?) ORDER BY created_at LIMIT ?`, states, limit)
-	if err != nil {
-		return nil, fmt.Errorf("store: list runs: %w", err)
-	}
-	if err := s.db.SelectContext(ctx, &runs, s.db.Rebind(query), args...); err != nil {
-		return nil, fmt.Errorf("store: list runs: %w", err)
-	}
-	return runs, nil
-}
-
 const lockRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = $1 FOR UPDATE`
 
 // Mutation is a change to a run made under its row lock. It may write other

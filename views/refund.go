@@ -9,11 +9,11 @@ import (
 
 // Home is what the home page shows; each role uses its own fields.
 type Home struct {
-	Orders   []store.Order // a customer's orders, with what is still refundable
-	CanStart bool          // the customer may start refunds (refund_access)
-	Form     StartForm     // the refund request form, fresh or as typed
-	Runs     []store.Run   // a customer's runs, newest first
-	Queue    []store.Run   // runs awaiting approval (approvers)
+	Orders   []store.Order    // a customer's orders, with what is still refundable
+	CanStart bool             // the customer may start refunds (refund_access)
+	Form     StartForm        // the refund request form, fresh or as typed
+	Runs     []store.Run      // a customer's runs, newest first
+	Queue    *store.QueuePage // a page of the approval queue (approvers)
 }
 
 // StartForm is the refund request form. RequestID is the hidden client

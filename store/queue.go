@@ -1,0 +1,178 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// The approval queue is the set of runs that wait for an approver: in
+// awaiting_approval, with no cancel asked for. A trigger (migration 00008)
+// keeps it in queue_entries in the transaction that changes the run, and
+// counts every change in queue_head.version, which commits in order and
+// NOTIFYs ChannelQueue. A reader that showed version N and reads version H
+// has missed nothing in between: the version is the queue stream's cursor.
+
+// QueueItem is one run in the approval queue, with what an approver
+// decides on: who asks, for what, why, what the agent proposes, and the
+// checks of the request against its order.
+type QueueItem struct {
+	Run
+	Version       int64     `db:"queue_version"` // the queue version that added it: its place in the queue
+	RequestedAt   time.Time `db:"requested_at"`
+	CustomerName  string    `db:"customer_name"`
+	CustomerEmail string    `db:"customer_email"`
+	Item          string    `db:"item"`
+	OrderAmount   int64     `db:"order_amount"`
+	OrderCurrency string    `db:"order_currency"`
+	// OtherRefunds is what the order's other runs that have not failed or
+	// been canceled claim, over OtherRuns runs.
+	OtherRefunds int64          `db:"other_refunds"`
+	OtherRuns    int            `db:"other_runs"`
+	ProposalJSON []byte         `db:"proposal"`
+	Proposal     *QueueProposal `db:"-"`
+}
+
+// QueueProposal is the agent's action.proposed payload.
+type QueueProposal struct {
+	Action   string `json:"action"`
+	OrderID  int64  `json:"order_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// QueueCheck is one check of a queued request, in words.
+type QueueCheck struct {
+	OK   bool
+	Text string
+}
+
+// Checks are the request's checks against its order and the agent's
+// proposal, read from the rows as they are now: an approver sees what
+// holds at the moment of deciding.
+func (q *QueueItem) Checks() []QueueCheck {
+	paid := FormatMoney(q.OrderAmount, q.OrderCurrency)
+	out := []QueueCheck{{
+		OK:   q.Currency == q.OrderCurrency && q.Amount <= q.OrderAmount,
+		Text: fmt.Sprintf("Order #%d was paid %s; this refund is %s.", q.OrderID, paid, FormatMoney(q.Amount, q.Currency)),
+	}}
+	if q.OtherRuns == 0 {
+		out = append(out, QueueCheck{OK: true, Text: "No other refund was asked for on this order."})
+	} else {
+		total := q.OtherRefunds + q.Amount
+		out = append(out, QueueCheck{OK: total <= q.OrderAmount, Text: fmt.Sprintf(
+			"Other refunds on this order: %s in %d %s; with this one %s of %s paid.",
+			FormatMoney(q.OtherRefunds, q.OrderCurrency), q.OtherRuns, plural(q.OtherRuns, "request", "requests"),
+			FormatMoney(total, q.OrderCurrency), paid)})
+	}
+	switch p := q.Proposal; {
+	case p == nil:
+		out = append(out, QueueCheck{OK: false, Text: "The agent recorded no proposal."})
+	case p.OrderID == q.OrderID && p.Amount == q.Amount && p.Currency == q.Currency:
+		out = append(out, QueueCheck{OK: true, Text: "The agent's proposal matches the request."})
+	default:
+		out = append(out, QueueCheck{OK: false, Text: fmt.Sprintf("The agent proposes %s on order #%d; the customer asked for %s.",
+			FormatMoney(p.Amount, p.Currency), p.OrderID, FormatMoney(q.Amount, q.Currency))})
+	}
+	return out
+}
+
+// QueuePage is one page of the queue as of Version: up to a page size of
+// items after a place in the queue, oldest first, with where the page sits
+// in the whole (Before items come before it, Total in all).
+type QueuePage struct {
+	Version int64
+	After   int64 // the page starts after this queue version; 0 is the start
+	Items   []QueueItem
+	Before  int
+	Total   int
+	More    bool // items follow this page
+}
+
+var queueItemsSQL = `
+SELECT ` + runColumnsOf("r") + `, q.version AS queue_version, q.entered_at AS requested_at,
+    u.name AS customer_name, u.email AS customer_email,
+    o.description AS item, o.amount AS order_amount, o.currency AS order_currency,
+    COALESCE(other.amount, 0) AS other_refunds, COALESCE(other.runs, 0) AS other_runs,
+    (SELECT e.payload FROM run_events e WHERE e.run_id = r.id AND e.type = 'action.proposed'
+     ORDER BY e.seq DESC LIMIT 1) AS proposal
+FROM queue_entries q
+JOIN runs r ON r.id = q.run_id
+JOIN users u ON u.id = r.owner_id
+JOIN orders o ON o.id = r.order_id
+LEFT JOIN LATERAL (
+    SELECT sum(x.amount) AS amount, count(*) AS runs FROM runs x
+    WHERE x.order_id = r.order_id AND x.id <> r.id AND x.state NOT IN ('failed', 'canceled')
+) other ON true
+WHERE q.version > $1
+ORDER BY q.version
+LIMIT $2`
+
+// runColumnsOf is runColumns qualified by a table alias, for joins.
+func runColumnsOf(alias string) string {
+	cols := strings.Split(runColumns, ",")
+	for i, c := range cols {
+		cols[i] = alias + "." + strings.TrimSpace(c)
+	}
+	return strings.Join(cols, ", ")
+}
+
+// ApprovalQueue reads one page of the queue: up to limit items after the
+// queue version after, and the counts, in one consistent read.
+func (s *Store) ApprovalQueue(ctx context.Context, after int64, limit int) (*QueuePage, error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store: approval queue: %w", err)
+	}
+	defer tx.Rollback()
+	p, err := readQueue(ctx, tx, after, limit)
+	if err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: approval queue: %w", err)
+	}
+	return p, nil
+}
+
+func readQueue(ctx context.Context, tx *sqlx.Tx, after int64, limit int) (*QueuePage, error) {
+	p := &QueuePage{After: after, Items: []QueueItem{}}
+	err := tx.QueryRowxContext(ctx, `SELECT (SELECT version FROM queue_head),
+        (SELECT count(*) FROM queue_entries), (SELECT count(*) FROM queue_entries WHERE version <= $1)`, after).
+		Scan(&p.Version, &p.Total, &p.Before)
+	if err != nil {
+		return nil, fmt.Errorf("store: approval queue: %w", err)
+	}
+	if err := tx.SelectContext(ctx, &p.Items, queueItemsSQL, after, limit+1); err != nil {
+		return nil, fmt.Errorf("store: approval queue: %w", err)
+	}
+	if len(p.Items) > limit {
+		p.Items, p.More = p.Items[:limit], true
+	}
+	for i := range p.Items {
+		it := &p.Items[i]
+		if len(it.ProposalJSON) == 0 {
+			continue
+		}
+		var prop QueueProposal
+		if err := json.Unmarshal(it.ProposalJSON, &prop); err == nil {
+			it.Proposal = &prop
+		}
+	}
+	return p, nil
+}
+
+// QueueVersion is the queue's current version: cheap, for a stream that
+// only needs to know whether anything changed.
+func (s *Store) QueueVersion(ctx context.Context) (int64, error) {
+	var v int64
+	if err := s.db.GetContext(ctx, &v, `SELECT version FROM queue_head`); err != nil {
+		return 0, fmt.Errorf("store: queue version: %w", err)
+	}
+	return v, nil
+}

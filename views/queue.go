@@ -1,0 +1,80 @@
+package views
+
+import (
+	"fmt"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/a-h/templ"
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/store"
+)
+
+// QueueItemID is the stable element ID of a run's card in the approval
+// queue: the page, the stream's deltas and its resets all use it.
+func QueueItemID(runID uuid.UUID) string { return "queue-item-" + runID.String() }
+
+// QueueStreamURL is the queue stream of the page p shows: it resumes after
+// p's version and keeps p's place in the queue.
+func QueueStreamURL(p *store.QueuePage) string {
+	q := url.Values{"after": {strconv.FormatInt(p.Version, 10)}}
+	if p.After > 0 {
+		q.Set("start", strconv.FormatInt(p.After, 10))
+	}
+	return "/queue/events?" + q.Encode()
+}
+
+// QueuePageURL is the home page showing the queue after that version.
+func QueuePageURL(after int64) string {
+	if after <= 0 {
+		return "/#approval-queue"
+	}
+	return "/?queue_after=" + strconv.FormatInt(after, 10) + "#approval-queue"
+}
+
+// QueueCount says how much of the queue the page shows.
+func QueueCount(p *store.QueuePage) string {
+	n := len(p.Items)
+	switch {
+	case p.Total == 0:
+		return "No refund waits for a decision."
+	case n == 0:
+		return fmt.Sprintf("Nothing is left on this page; %d %s for a decision.", p.Total, waits(p.Total))
+	case p.Before == 0 && n == p.Total && n == 1:
+		return "1 refund waits for a decision."
+	case p.Before == 0 && n == p.Total:
+		return fmt.Sprintf("%d refunds wait for a decision, oldest first.", n)
+	case p.Before == 0:
+		return fmt.Sprintf("Showing %d of %d, oldest first.", n, p.Total)
+	}
+	return fmt.Sprintf("Showing %d–%d of %d, oldest first.", p.Before+1, p.Before+n, p.Total)
+}
+
+func waits(n int) string {
+	if n == 1 {
+		return "refund waits"
+	}
+	return "refunds wait"
+}
+
+// nextAfter is where the page after p starts: after its last item.
+func nextAfter(p *store.QueuePage) int64 {
+	if len(p.Items) == 0 {
+		return p.After
+	}
+	return p.Items[len(p.Items)-1].Version
+}
+
+// queueTime is a moment as the queue shows it: date, time and zone.
+func queueTime(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
+
+// oobIf marks a component for an out-of-band swap when it is sent over the
+// stream, and not when it is part of the page.
+func oobIf(b bool) templ.Attributes {
+	if b {
+		return templ.Attributes{"hx-swap-oob": "true"}
+	}
+	return nil
+}
