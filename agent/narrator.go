@@ -102,7 +102,7 @@ func (c *chunker) flush(ctx context.Context) error {
 
 // narrate runs the narrator for the facts, falling back to the built-in one
 // when it fails: a model's failure never fails a refund. What the model
-// already said stays said.
+// already said stays in the log, behind a new attempt.
 func (e *Executor) narrate(ctx context.Context, run *store.Run, f Facts) error {
 	c := &chunker{st: e.store, run: run, every: e.cfg.ChunkEvery, last: time.Now()}
 	said := false
@@ -116,7 +116,13 @@ func (e *Executor) narrate(ctx context.Context, run *store.Run, f Facts) error {
 		}
 		e.logger.Warn("narrator failed; using the built-in one", "run", run.ID, "err", err)
 		if said {
-			if err := emit("\n"); err != nil {
+			// What the model said stays in the log, but the built-in
+			// narrator starts a new attempt: its words never continue
+			// the model's broken sentence.
+			if err := c.flush(ctx); err != nil {
+				return err
+			}
+			if err := e.beginAttempt(ctx, run, f.Stage); err != nil {
 				return err
 			}
 		}

@@ -107,3 +107,38 @@ func TestExecutor_ModelTextIsNarrationAndItsFailureIsNotTheRunsFailure(t *testin
 		})
 	}
 }
+
+// TestExecutor_ModelFailsMidSentenceTheBuiltinStartsANewAttempt: a model
+// that breaks off mid-sentence is replaced by the built-in narrator in a
+// new attempt, so the page's narration (what follows the last restart) is
+// the built-in text alone, never "The model half…I'm looking…".
+func TestExecutor_ModelFailsMidSentenceTheBuiltinStartsANewAttempt(t *testing.T) {
+	t.Parallel()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		w.Header().Set("Content-Type", "text/event-stream")
+		fmt.Fprintf(w, "data: {\"choices\":[{\"delta\":{\"content\":%q}}]}\n\n", "The model half ")
+		// No [DONE]: the stream breaks off.
+	}))
+	t.Cleanup(srv.Close)
+	e := newEnv(t, payments.Faults{})
+	e.executor(agent.Config{}, &agent.OpenAI{BaseURL: srv.URL + "/v1", Model: "m", APIKey: "sk-test", Timeout: time.Second})
+	run := e.start(100)
+	e.waitState(run.ID, store.StateAwaitingApproval)
+	var restart int64
+	if err := e.db.Get(&restart, `SELECT COALESCE(max(seq), 0) FROM run_events
+        WHERE run_id = $1 AND type = 'step.attempt' AND (payload->>'attempt')::int > 1`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if restart == 0 {
+		t.Fatal("no second attempt recorded after the model failed mid-sentence")
+	}
+	var shown []string
+	if err := e.db.Select(&shown, `SELECT payload->>'text' FROM run_events
+        WHERE run_id = $1 AND type = 'narration.delta' AND seq > $2 ORDER BY seq`, run.ID, restart); err != nil {
+		t.Fatal(err)
+	}
+	got := strings.Join(shown, "")
+	if strings.Contains(got, "The model half") || !strings.HasPrefix(got, "I'm looking at order") {
+		t.Errorf("narration after the restart = %q, want the built-in text alone", got)
+	}
+}
