@@ -73,5 +73,5 @@ func TestSupportRuns_OnlySupport(t *testing.T) {
 			t.Errorf("%s: status = %d, want 403", email, got)
 		}
 	}
-	wantRedirect(t, a.get(t, a.client(t), "/support/runs"), "/login")
+	wantRedirect(t, a.get(t, a.client(t), "/support/runs"), "/login?next=%2Fsupport%2Fruns")
 }
