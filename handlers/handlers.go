@@ -155,6 +155,8 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/runs/:id/events", h.streamRunPage, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
+		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support},
+		{http.MethodGet, "/support/runs/:id/export", h.exportRun, support},
 
 		{http.MethodGet, "/admin/users", h.showAdminUsers, admin},
 		{http.MethodPost, "/admin/users/:id/role", h.setUserRole, admin},
