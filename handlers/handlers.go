@@ -164,6 +164,7 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/admin/users/:id/disable", h.disableUser, admin},
 		{http.MethodPost, "/admin/users/:id/enable", h.enableUser, admin},
 		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin},
+		{http.MethodGet, "/admin/tokens/new", h.showNewToken, admin},
 		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin},
 
 		{http.MethodGet, "/api/orders", h.apiListOrders, api},

@@ -99,7 +99,8 @@ func mxRows() []mxRow {
 		{"POST", "/admin/users/:id/grants", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
 		{"POST", "/admin/users/:id/disable", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
 		{"POST", "/admin/users/:id/enable", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
-		{"POST", "/admin/users/:id/tokens", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "200", L}},
+		{"POST", "/admin/users/:id/tokens", false, mxOnUser, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/tokens/new", L}},
+		{"GET", "/admin/tokens/new", true, mxPath("/admin/tokens/new"), mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
 		{"POST", "/admin/tokens/:id/revoke", false, mxOnToken, mxWant{L, "403", "403", "403", "403", "403", "303 /admin/users", L}},
 
 		{"GET", "/api/orders", false, mxOrders, mxWant{"401", "200", "200", "200", "200", "200", "200", "200"}},
