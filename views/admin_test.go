@@ -83,7 +83,7 @@ func TestAuditPage(t *testing.T) {
 	}
 	want := []string{
 		"Ana (admin) gave Bo (bo@example.com) permission to request refunds.",
-		"Sam (approver) approved the refund of run 01a23190.",
+		"Sam (approver) approved the refund of run …569e21eb.",
 		"A login as who@example.com failed (<b>x</b>).",
 	}
 

@@ -79,7 +79,7 @@ func AuditWords(e store.AuditEntry, viewer *store.User) AuditLine {
 	case store.AuditGrantAdded:
 		l.Verb, l.Rest = "gave", " "+GrantWords(d.Grant)
 	case store.AuditGrantRemoved:
-		l.Verb, l.Rest = "took away", "’s "+GrantWords(d.Grant)
+		l.Verb = "took away " + GrantWords(d.Grant) + " from"
 	case store.AuditRoleChanged:
 		l.Verb, l.Rest = "changed the role of", " from "+d.From+" to "+d.To
 	case store.AuditUserDisabled:
@@ -119,7 +119,7 @@ func auditSubject(e store.AuditEntry, viewer *store.User) (string, string) {
 		if err != nil {
 			return "run " + id, ""
 		}
-		name := "run " + id[:8]
+		name := "run " + ShortID(runID)
 		if viewer != nil && viewer.Role == store.RoleSupport {
 			return name, SupportRunHref(runID)
 		}

@@ -126,6 +126,14 @@ func (d *SupportRun) person(id int64) string {
 	return "user #" + strconv.FormatInt(id, 10)
 }
 
+// customer names the run's owner with their email.
+func (d *SupportRun) customer() string {
+	if u, ok := d.People[d.Snap.Run.OwnerID]; ok {
+		return u.Name + " <" + u.Email + ">"
+	}
+	return d.person(d.Snap.Run.OwnerID)
+}
+
 // LedgerEvents are the log's events about operation id, in order: the
 // submission, each "verifying" and the verified outcome.
 func (d *SupportRun) LedgerEvents(id uuid.UUID) []SupportRow {
@@ -153,6 +161,13 @@ func (d *SupportRun) FirstNarration() int64 {
 		}
 	}
 	return 0
+}
+
+// ShortID tells runs apart in a list: the end of the ID, since a UUIDv7
+// begins with its creation time, which runs made together share.
+func ShortID(id uuid.UUID) string {
+	s := id.String()
+	return "…" + s[len(s)-8:]
 }
 
 // ExportHref is where the run's JSON download lives.
