@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 	"testing"
 
 	"github.com/chromedp/chromedp"
@@ -28,6 +29,11 @@ type shownPage struct {
 	path  string
 	ready string // CSS selector
 	nav   string // the navigation link marked current, "" if none
+	// submit, if set, is a form on the page at path to fill (its text
+	// inputs get "deploy script") and submit; ready is then on the answer.
+	submit string
+	// check, if set, is JavaScript that must be true once ready.
+	check string
 }
 
 // TestBrowser_EveryPageFits opens every page of every role in Chromium at
@@ -37,29 +43,31 @@ type shownPage struct {
 // of each page to docs/screenshots/.
 func TestBrowser_EveryPageFits(t *testing.T) {
 	t.Parallel()
-	a := newApp(t, handlers.Config{})
+	a := newApp(t, handlers.Config{DemoLogins: true})
 	runs := a.showcase(t)
 	roles := []struct {
 		name, email string // email "" is a visitor
 		pages       []shownPage
 	}{
-		{"visitor", "", []shownPage{{"login", "/login", `input[name="email"]`, ""}}},
+		{"visitor", "", []shownPage{{"login", "/login", `input[name="email"]`, "", "", ""}}},
 		{"customer", "customer@example.com", []shownPage{
-			{"customer-home", "/", "#runs", "/"},
-			{"customer-run", "/runs/" + runs.done.ID.String(), "#run-status", ""},
+			{"customer-home", "/", "#runs", "/", "", ""},
+			{"customer-run", "/runs/" + runs.done.ID.String(), "#run-status", "", "", ""},
 		}},
-		{"customer-error", "customer@example.com", []shownPage{{"error", "/runs/" + uuid.NewString(), ".error-page", ""}}},
+		{"customer-error", "customer@example.com", []shownPage{{"error", "/runs/" + uuid.NewString(), ".error-page", "", "", ""}}},
 		{"approver", "approver@example.com", []shownPage{
-			{"approver-home", "/", "#approval-queue", "/"},
-			{"approver-run", "/runs/" + runs.waiting.ID.String(), "#run-status", ""},
+			{"approver-home", "/", "#approval-queue", "/", "", ""},
+			{"approver-run", "/runs/" + runs.waiting.ID.String(), "#run-status", "", "", ""},
 		}},
 		{"support", "support@example.com", []shownPage{
-			{"support-search", "/support/runs", "#support-runs", "/support/runs"},
-			{"support-run", "/support/runs/" + runs.done.ID.String(), "#support-timeline", "/support/runs"},
+			{"support-search", "/support/runs", "#support-runs", "/support/runs", "", ""},
+			{"support-run", "/support/runs/" + runs.done.ID.String(), "#support-timeline", "/support/runs", "", ""},
 		}},
-		{"support-audit", "support@example.com", []shownPage{{"audit", "/support/audit", "#audit", "/support/audit"}}},
+		{"support-audit", "support@example.com", []shownPage{{"audit", "/support/audit", "#audit", "/support/audit", "", ""}}},
 		{"admin", "admin@example.com", []shownPage{
-			{"admin-users", "/admin/users", "#users", "/admin/users"},
+			{"admin-users", "/admin/users", "#users", "/admin/users", "", ""},
+			// copy.js shows the copy button; the token stays plain text.
+			{"admin-token", "/admin/users", "#new-token", "", "form.new-token", `!document.querySelector('#copy-token').hidden`},
 		}},
 	}
 	// One browser for at most two pages: browsertest gives a browser a
@@ -109,13 +117,20 @@ const layoutJS = `(() => {
 
 func checkPage(t *testing.T, ctx context.Context, base string, p shownPage, width int64) {
 	t.Helper()
-	err := chromedp.Do(ctx,
-		chromedp.EmulateViewport(width, 800),
-		chromedp.Navigate(base+p.path),
-		chromedp.WaitVisible(chromedp.CSS(p.ready)),
-	)
-	if err != nil {
+	steps := []chromedp.Action[chromedp.Void]{chromedp.EmulateViewport(width, 800), chromedp.Navigate(base + p.path)}
+	if p.submit != "" {
+		steps = append(steps,
+			chromedp.SendKeys(chromedp.CSS(p.submit+` input[type="text"]`), "deploy script"),
+			chromedp.Submit(chromedp.CSS(p.submit)))
+	}
+	steps = append(steps, chromedp.WaitVisible(chromedp.CSS(p.ready)))
+	if err := chromedp.Do(ctx, steps...); err != nil {
 		t.Fatalf("%s at %d px: %v", p.name, width, err)
+	}
+	if p.check != "" {
+		if _, err := chromedp.Run(ctx, chromedp.Poll[bool](p.check)); err != nil {
+			t.Errorf("%s at %d px: %s never held: %v", p.name, width, p.check, err)
+		}
 	}
 	r, err := chromedp.Run(ctx, chromedp.Evaluate[layoutReport](layoutJS))
 	if err != nil {
@@ -211,4 +226,36 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	must(a.store.SetGrant(actx, a.user(t, "customer2@example.com").ID, store.GrantRefundAccess, false))
 	must(a.store.SetGrant(actx, a.user(t, "customer2@example.com").ID, store.GrantRefundAccess, true))
 	return showcaseRuns{done: done, waiting: waiting}
+}
+
+// TestBrowser_CustomerRunsLive: the customer's list of runs follows each
+// run's state without a reload, inside its polite live region.
+func TestBrowser_CustomerRunsLive(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.startRun(t, "customer@example.com", 100)
+	ctx := browsertest.New(t)
+	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	state := `document.querySelector('#run-row-` + run.ID.String() + ` .state').textContent`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'created'`)); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.RequestApproval(context.Background(), run.ID, nil); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'awaiting approval'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the list did not follow the run: %v", err)
+	}
+	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateCanceled, "Canceled."); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'canceled'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the list did not follow the run's end: %v", err)
+	}
+	inLive, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[aria-live="polite"] #run-row-`+run.ID.String()+`') !== null`))
+	if err != nil || !inLive {
+		t.Errorf("the replaced row is not inside the live region (%v)", err)
+	}
 }
