@@ -12,6 +12,11 @@
   const every = Math.max(1, Number(list.dataset.poll)) * 1000;
 
   async function refresh() {
+    if (document.hidden) {
+      // Nobody is looking: ask again later rather than load the server.
+      setTimeout(refresh, every);
+      return;
+    }
     let fresh = null;
     try {
       const res = await fetch(location.pathname + location.search, { credentials: "same-origin", redirect: "manual" });
