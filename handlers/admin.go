@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
 	"slices"
 	"strconv"
@@ -75,9 +76,10 @@ func (h *Handler) setUserGrant(c echo.Context) error {
 	if err := h.store.SetGrant(c.Request().Context(), id, f.Grant, f.On); err != nil {
 		return err
 	}
-	msg := "Gave " + f.Grant + " to " + u.Email + "."
+	who := u.Name + " (" + u.Email + ")"
+	msg := "Gave " + who + " " + views.GrantWords(f.Grant) + "."
 	if !f.On {
-		msg = "Took " + f.Grant + " away from " + u.Email + "."
+		msg = "Took away " + views.GrantWords(f.Grant) + " from " + who + "."
 	}
 	return h.backToUsers(c, msg)
 }
@@ -127,23 +129,56 @@ func (h *Handler) setUserDisabled(c echo.Context, disabled bool) error {
 	return h.backToUsers(c, "Enabled "+u.Email+" again.")
 }
 
-// createToken answers with the new token on the page itself, the one time
-// it is shown: it never goes through a flash, a redirect or a log.
+// Session keys of a token made but not yet shown.
+const (
+	keyNewTokenID     = "new_token_id"
+	keyNewTokenSecret = "new_token"
+)
+
+// createToken makes a token and redirects to the page that shows it, so a
+// reload never makes another. The token waits for that page in the session,
+// whose cookie is encrypted; it never goes into a URL or a log.
 func (h *Handler) createToken(c echo.Context) error {
 	id, err := userID(c)
 	if err != nil {
 		return err
 	}
+	t, secret, err := h.store.CreateToken(c.Request().Context(), id, c.FormValue("name"))
+	if err != nil {
+		return err
+	}
+	s := h.session(c)
+	s.Values[keyNewTokenID] = t.ID
+	s.Values[keyNewTokenSecret] = secret
+	if err := s.Save(c.Request(), c.Response()); err != nil {
+		return fmt.Errorf("handlers: keep new token: %w", err)
+	}
+	return redirect(c, "/admin/tokens/new")
+}
+
+// showNewToken shows the token createToken made, once: it leaves the
+// session as it is shown, and a reload lands back on the users page.
+func (h *Handler) showNewToken(c echo.Context) error {
+	s := h.session(c)
+	id, okID := s.Values[keyNewTokenID].(int64)
+	secret, okSecret := s.Values[keyNewTokenSecret].(string)
+	delete(s.Values, keyNewTokenID)
+	delete(s.Values, keyNewTokenSecret)
+	if !okID || !okSecret {
+		return h.backToUsers(c, "A new token is shown only once, right after it is made. If it was not copied, revoke it and make another.")
+	}
+	if err := s.Save(c.Request(), c.Response()); err != nil {
+		return fmt.Errorf("handlers: forget new token: %w", err)
+	}
 	ctx := c.Request().Context()
-	owner, err := h.store.UserByID(ctx, id)
+	t, err := h.store.TokenByID(ctx, id)
 	if err != nil {
 		return err
 	}
-	t, secret, err := h.store.CreateToken(ctx, id, c.FormValue("name"))
+	owner, err := h.store.UserByID(ctx, t.UserID)
 	if err != nil {
 		return err
 	}
-	c.Response().Header().Set(echo.HeaderCacheControl, "no-store")
 	return render(c, http.StatusOK, views.TokenCreatedPage(currentUser(c), owner, t, secret))
 }
 

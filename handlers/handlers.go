@@ -169,6 +169,8 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
+		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support},
+		{http.MethodGet, "/support/runs/:id/export", h.exportRun, support},
 
 		{http.MethodGet, "/admin/users", h.showAdminUsers, admin},
 		{http.MethodPost, "/admin/users/:id/role", h.setUserRole, admin},
@@ -176,6 +178,7 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/admin/users/:id/disable", h.disableUser, admin},
 		{http.MethodPost, "/admin/users/:id/enable", h.enableUser, admin},
 		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin},
+		{http.MethodGet, "/admin/tokens/new", h.showNewToken, admin},
 		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin},
 
 		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public},

@@ -33,7 +33,7 @@ func (h *Handler) renderHome(c echo.Context, status int, form views.StartForm) e
 		if home.Orders, err = h.store.OrdersByCustomer(ctx, u.ID); err != nil {
 			return err
 		}
-		if home.Runs, err = h.store.RunsByOwner(ctx, u.ID, homeRunsLimit); err != nil {
+		if home.Runs, err = h.store.SearchRuns(ctx, store.RunFilter{OwnerID: u.ID, Limit: homeRunsLimit}); err != nil {
 			return err
 		}
 		if form.RequestID == "" {

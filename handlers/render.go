@@ -6,6 +6,8 @@ import (
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/views"
 )
 
 // render writes a templ component as the whole response. It renders into a
@@ -13,7 +15,9 @@ import (
 // of half a page with a 200.
 func render(c echo.Context, status int, component templ.Component) error {
 	var buf bytes.Buffer
-	if err := component.Render(c.Request().Context(), &buf); err != nil {
+	// The path lets the layout mark the current page in the navigation.
+	ctx := views.WithPath(c.Request().Context(), c.Request().URL.Path)
+	if err := component.Render(ctx, &buf); err != nil {
 		return err
 	}
 	return c.HTMLBlob(status, buf.Bytes())

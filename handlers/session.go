@@ -97,7 +97,7 @@ func (h *Handler) requireUser(next echo.HandlerFunc) echo.HandlerFunc {
 		if isAPI(c.Request()) {
 			return echo.NewHTTPError(http.StatusUnauthorized)
 		}
-		return redirect(c, "/login")
+		return redirect(c, loginPath(c.Request()))
 	}
 }
 

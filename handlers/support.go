@@ -1,9 +1,13 @@
 package handlers
 
 import (
+	"encoding/json"
+	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -12,16 +16,17 @@ import (
 	"github.com/refundd/refundd/views"
 )
 
-const supportSearchLimit = 100
+// supportPageSize is how many runs one page of support's search shows.
+const supportPageSize = 25
 
 // showSupportRuns is support's read-only search over every run: by run ID,
-// by part of the customer's email, by state; newest first.
+// by part of the customer's email, by state; newest first, a page at a time.
 func (h *Handler) showSupportRuns(c echo.Context) error {
 	u := currentUser(c)
 	if u.Role != store.RoleSupport {
 		return store.Errorf(store.CodeForbidden, "Only support can search every run.")
 	}
-	q := views.SupportSearch{Query: strings.TrimSpace(c.QueryParam("q")), State: c.QueryParam("state")}
+	q := views.SupportSearch{Query: strings.TrimSpace(c.QueryParam("q")), State: c.QueryParam("state"), Page: 1, Per: supportPageSize}
 	status := http.StatusOK
 	if err := store.ValidText(q.Query, false); err != nil {
 		// Not echoed back: it is no text to show in the search box.
@@ -29,7 +34,16 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 		q.Query = ""
 		status = http.StatusUnprocessableEntity
 	}
-	f := store.RunFilter{Limit: supportSearchLimit}
+	if p := c.QueryParam("page"); p != "" {
+		n, err := strconv.Atoi(p)
+		if err != nil || n < 1 {
+			q.Error = "There is no page " + strconv.Quote(p) + ": pages are numbered from 1."
+			status = http.StatusUnprocessableEntity
+		} else {
+			q.Page = n
+		}
+	}
+	f := store.RunFilter{Limit: supportPageSize}
 	if id, err := uuid.Parse(q.Query); err == nil {
 		f.ID = id
 	} else {
@@ -41,9 +55,96 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 		status = http.StatusUnprocessableEntity
 	}
 	f.State = q.State
-	runs, err := h.store.SearchRuns(c.Request().Context(), f)
+	ctx := c.Request().Context()
+	var err error
+	if q.Total, err = h.store.CountRuns(ctx, f); err != nil {
+		return err
+	}
+	// A page past the end shows the last one.
+	q.Page = max(1, min(q.Page, (q.Total+supportPageSize-1)/supportPageSize))
+	f.Offset = (q.Page - 1) * supportPageSize
+	runs, err := h.store.SearchRuns(ctx, f)
 	if err != nil {
 		return err
 	}
 	return render(c, status, views.SupportRunsPage(u, q, store.States, runs))
+}
+
+// supportSnapshot loads the run of the :id path parameter for support: one
+// consistent snapshot and the people its log names. Anyone but support
+// gets the 404 of a run that does not exist.
+func (h *Handler) supportSnapshot(c echo.Context) (*views.SupportRun, error) {
+	run, access, err := h.loadRun(c)
+	if err != nil {
+		return nil, err
+	}
+	if access != AccessFull || currentUser(c).Role != store.RoleSupport {
+		return nil, store.ErrNotFound
+	}
+	ctx := c.Request().Context()
+	snap, err := h.store.Snapshot(ctx, run.ID)
+	if err != nil {
+		return nil, err
+	}
+	people, err := h.store.UsersByID(ctx, views.SupportActorIDs(snap))
+	if err != nil {
+		return nil, err
+	}
+	return views.NewSupportRun(snap, people), nil
+}
+
+// showSupportRun is support's page of one run: timeline with who acted,
+// the operation ledger, where the stored history begins.
+func (h *Handler) showSupportRun(c echo.Context) error {
+	d, err := h.supportSnapshot(c)
+	if err != nil {
+		return err
+	}
+	return render(c, http.StatusOK, views.SupportRunPage(currentUser(c), d))
+}
+
+// supportExport is the run as support downloads it: the API's snapshot,
+// the ledger with its call counts and problems, and every stored event.
+type supportExport struct {
+	apiSnapshot
+	Ledger     []supportLedgerEntry `json:"ledger"`
+	Events     []store.Event        `json:"events"`
+	ExportedAt time.Time            `json:"exported_at"`
+}
+
+type supportLedgerEntry struct {
+	ID          uuid.UUID `json:"id"`
+	State       string    `json:"state"`
+	Attempts    int       `json:"attempts"`
+	LastError   string    `json:"last_error"`
+	ProviderRef *string   `json:"provider_ref"`
+}
+
+// exportRun is "Download JSON": the run, its ledger and its stored log as
+// an attachment.
+func (h *Handler) exportRun(c echo.Context) error {
+	d, err := h.supportSnapshot(c)
+	if err != nil {
+		return err
+	}
+	snap := d.Snap
+	out := supportExport{Events: snap.Events, ExportedAt: time.Now().UTC(), Ledger: []supportLedgerEntry{}}
+	api, ok := newAPISnapshot(snap, AccessFull).(apiSnapshot)
+	if !ok {
+		return fmt.Errorf("handlers: export run: the full snapshot is a %T", newAPISnapshot(snap, AccessFull))
+	}
+	out.apiSnapshot = api
+	for _, op := range snap.Operations {
+		e := supportLedgerEntry{ID: op.ID, State: op.State, Attempts: op.Attempts, LastError: op.LastError}
+		if op.ProviderRef.Valid {
+			e.ProviderRef = &op.ProviderRef.String
+		}
+		out.Ledger = append(out.Ledger, e)
+	}
+	b, err := json.MarshalIndent(out, "", "  ")
+	if err != nil {
+		return err
+	}
+	c.Response().Header().Set(echo.HeaderContentDisposition, `attachment; filename="run-`+snap.Run.ID.String()+`.json"`)
+	return c.Blob(http.StatusOK, echo.MIMEApplicationJSON, b)
 }

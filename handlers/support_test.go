@@ -29,7 +29,7 @@ func TestSupportRuns(t *testing.T) {
 		wantStatus(t, r, http.StatusOK)
 		return r.doc(t).Find("#support-runs tbody a").Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("href", "") })
 	}
-	href := func(r *store.Run) string { return "/runs/" + r.ID.String() }
+	href := func(r *store.Run) string { return "/support/runs/" + r.ID.String() }
 	for _, tc := range []struct {
 		name  string
 		query url.Values
@@ -73,5 +73,5 @@ func TestSupportRuns_OnlySupport(t *testing.T) {
 			t.Errorf("%s: status = %d, want 403", email, got)
 		}
 	}
-	wantRedirect(t, a.get(t, a.client(t), "/support/runs"), "/login")
+	wantRedirect(t, a.get(t, a.client(t), "/support/runs"), "/login?next=%2Fsupport%2Fruns")
 }

@@ -86,28 +86,42 @@ func audit(ctx context.Context, tx *sqlx.Tx, action, subject string, details map
 func UserSubject(id int64) string    { return fmt.Sprintf("user:%d", id) }
 func RunSubject(id uuid.UUID) string { return "run:" + id.String() }
 
-// AuditEntry is one row of the audit log, with the actor's email when known.
+// AuditEntry is one row of the audit log, with the actor's and (for a
+// user subject) the subject's names when known.
 type AuditEntry struct {
-	ID         int64           `db:"id"`
-	At         time.Time       `db:"at"`
-	ActorID    sql.NullInt64   `db:"actor_id"`
-	ActorEmail sql.NullString  `db:"actor_email"`
-	ActorIP    string          `db:"actor_ip"`
-	Action     string          `db:"action"`
-	Subject    string          `db:"subject"`
-	Details    json.RawMessage `db:"details"`
+	ID           int64           `db:"id"`
+	At           time.Time       `db:"at"`
+	ActorID      sql.NullInt64   `db:"actor_id"`
+	ActorEmail   sql.NullString  `db:"actor_email"`
+	ActorName    sql.NullString  `db:"actor_name"`
+	ActorRole    sql.NullString  `db:"actor_role"`
+	ActorIP      string          `db:"actor_ip"`
+	Action       string          `db:"action"`
+	Subject      string          `db:"subject"`
+	SubjectName  sql.NullString  `db:"subject_name"`
+	SubjectEmail sql.NullString  `db:"subject_email"`
+	Details      json.RawMessage `db:"details"`
 }
 
 // AuditLog returns the newest entries first, at most limit of them, only
 // those of action when it is not empty.
 func (s *Store) AuditLog(ctx context.Context, action string, limit int) ([]AuditEntry, error) {
+	return s.AuditLogBefore(ctx, action, 0, limit)
+}
+
+// AuditLogBefore is AuditLog from the entry before the one with ID before
+// (0: from the newest), for reading the log a page at a time.
+func (s *Store) AuditLogBefore(ctx context.Context, action string, before int64, limit int) ([]AuditEntry, error) {
 	entries := []AuditEntry{}
-	err := s.db.SelectContext(ctx, &entries, `SELECT a.id, a.at, a.actor_id, u.email AS actor_email, a.actor_ip,
-            a.action, a.subject, a.details
-        FROM audit_log a LEFT JOIN users u ON u.id = a.actor_id
-        WHERE $1 = '' OR a.action = $1
+	err := s.db.SelectContext(ctx, &entries, `SELECT a.id, a.at, a.actor_id, u.email AS actor_email,
+            u.name AS actor_name, u.role AS actor_role, a.actor_ip, a.action, a.subject,
+            su.name AS subject_name, su.email AS subject_email, a.details
+        FROM audit_log a
+        LEFT JOIN users u ON u.id = a.actor_id
+        LEFT JOIN users su ON a.subject = 'user:' || su.id
+        WHERE ($1 = '' OR a.action = $1) AND ($2 = 0 OR a.id < $2)
         ORDER BY a.id DESC
-        LIMIT $2`, action, limit)
+        LIMIT $3`, action, before, limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: audit log: %w", err)
 	}

@@ -7,10 +7,12 @@ import (
 	"github.com/google/uuid"
 )
 
-// RunListing is a run with its owner's email, as support's search lists it.
+// RunListing is a run as lists show it: with its owner's email and the
+// item of its order, so the people reading the list can tell runs apart.
 type RunListing struct {
 	Run
 	OwnerEmail string `db:"owner_email"`
+	Item       string `db:"item"`
 }
 
 // RunFilter narrows SearchRuns. Zero fields match every run.
@@ -18,7 +20,23 @@ type RunFilter struct {
 	ID         uuid.UUID // exactly this run
 	State      string    // runs in this state
 	OwnerEmail string    // owners whose email contains this, ignoring case
+	OwnerID    int64     // runs of this user
 	Limit      int       // at most this many (default 50)
+	Offset     int       // after skipping this many
+}
+
+const listingSelect = `SELECT r.id, r.owner_id, r.order_id, r.amount, r.currency, r.reason, r.client_request_id, r.state,
+    r.last_seq, r.replay_floor, r.cancel_requested_at, r.created_at, r.updated_at, r.finished_at,
+    u.email AS owner_email, o.description AS item
+FROM runs r JOIN users u ON u.id = r.owner_id JOIN orders o ON o.id = r.order_id `
+
+const filterWhere = `WHERE ($1::uuid IS NULL OR r.id = $1)
+  AND ($2 = '' OR r.state = $2)
+  AND ($3 = '' OR strpos(lower(u.email), lower($3)) > 0)
+  AND ($4 = 0 OR r.owner_id = $4) `
+
+func (f RunFilter) args() []any {
+	return []any{uuid.NullUUID{UUID: f.ID, Valid: f.ID != uuid.Nil}, f.State, f.OwnerEmail, f.OwnerID}
 }
 
 // SearchRuns lists the runs that match f, newest first.
@@ -26,20 +44,21 @@ func (s *Store) SearchRuns(ctx context.Context, f RunFilter) ([]RunListing, erro
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
-	id := uuid.NullUUID{UUID: f.ID, Valid: f.ID != uuid.Nil}
 	runs := []RunListing{}
-	err := s.db.SelectContext(ctx, &runs, `
-SELECT r.id, r.owner_id, r.order_id, r.amount, r.currency, r.reason, r.client_request_id, r.state,
-    r.last_seq, r.replay_floor, r.cancel_requested_at, r.created_at, r.updated_at, r.finished_at,
-    u.email AS owner_email
-FROM runs r JOIN users u ON u.id = r.owner_id
-WHERE ($1::uuid IS NULL OR r.id = $1)
-  AND ($2 = '' OR r.state = $2)
-  AND ($3 = '' OR strpos(lower(u.email), lower($3)) > 0)
-ORDER BY r.created_at DESC, r.id DESC
-LIMIT $4`, id, f.State, f.OwnerEmail, f.Limit)
+	err := s.db.SelectContext(ctx, &runs, listingSelect+filterWhere+`ORDER BY r.created_at DESC, r.id DESC
+LIMIT $5 OFFSET $6`, append(f.args(), f.Limit, max(f.Offset, 0))...)
 	if err != nil {
 		return nil, fmt.Errorf("store: search runs: %w", err)
 	}
 	return runs, nil
+}
+
+// CountRuns counts the runs that match f, whatever its Limit and Offset.
+func (s *Store) CountRuns(ctx context.Context, f RunFilter) (int, error) {
+	var n int
+	err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM runs r JOIN users u ON u.id = r.owner_id `+filterWhere, f.args()...)
+	if err != nil {
+		return 0, fmt.Errorf("store: count runs: %w", err)
+	}
+	return n, nil
 }

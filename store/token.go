@@ -83,6 +83,19 @@ func (s *Store) Tokens(ctx context.Context) ([]Token, error) {
 	return tokens, nil
 }
 
+// TokenByID loads one token's record.
+func (s *Store) TokenByID(ctx context.Context, id int64) (*Token, error) {
+	var t Token
+	err := s.db.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = $1`, id)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: token: %w", err)
+	}
+	return &t, nil
+}
+
 // RevokeToken stops a token from working, at once: every API request looks
 // the token up again. Live streams of its user are notified to re-check.
 // Revoking a revoked token changes nothing.

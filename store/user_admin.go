@@ -8,6 +8,7 @@ import (
 	"slices"
 
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // Roles lists every role, for forms and validation.
@@ -118,4 +119,18 @@ func notifyUser(ctx context.Context, tx *sqlx.Tx, userID int64) error {
 		return fmt.Errorf("store: notify user: %w", err)
 	}
 	return nil
+}
+
+// UsersByID loads the users with these IDs (repeats allowed), by ID; IDs
+// of users that do not exist are left out.
+func (s *Store) UsersByID(ctx context.Context, ids []int64) (map[int64]User, error) {
+	users := []User{}
+	if err := s.db.SelectContext(ctx, &users, `SELECT `+userColumns+` FROM users WHERE id = ANY($1)`, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("store: users by id: %w", err)
+	}
+	out := make(map[int64]User, len(users))
+	for _, u := range users {
+		out[u.ID] = u
+	}
+	return out, nil
 }

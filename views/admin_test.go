@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
+
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
@@ -33,7 +36,8 @@ func TestAdminUsersPage(t *testing.T) {
 	})
 	t.Run("grant held offers revoke", func(t *testing.T) {
 		f := doc.Find(`#user-2 form[action="/admin/users/2/grants"]`)
-		if v, _ := f.Find(`input[name="on"]`).Attr("value"); v != "false" || !strings.Contains(f.Find("button").Text(), "Revoke") {
+		if v, _ := f.Find(`input[name="on"]`).Attr("value"); v != "false" || !strings.Contains(f.Find("button").Text(), "Revoke") ||
+			f.Find(".grant").Text() != "Has permission to request refunds" {
 			t.Errorf("grant form on=%q button=%q, want a revoke", v, f.Find("button").Text())
 		}
 		f = doc.Find(`#user-3 form[action="/admin/users/3/grants"]`)
@@ -64,26 +68,61 @@ func TestAdminUsersPage(t *testing.T) {
 
 func TestAuditPage(t *testing.T) {
 	t.Parallel()
-	u := &store.User{ID: 4, Email: "sam@example.com", Role: store.RoleSupport}
-	doc := render(t, views.AuditPage(u, store.AuditLogin, []store.AuditEntry{
-		{ID: 2, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ActorEmail: sql.NullString{String: "casey@example.com", Valid: true},
-			ActorIP: "192.0.2.1", Action: store.AuditLogin, Subject: "user:2", Details: json.RawMessage(`{}`)},
-		{ID: 1, ActorIP: "192.0.2.9", Action: store.AuditLoginFailed, Details: json.RawMessage(`{"reason":"<b>x</b>"}`)},
-	}))
-	rows := doc.Find("#audit tbody tr")
-	if rows.Length() != 2 {
-		t.Fatalf("rows = %d, want 2", rows.Length())
+	runID := uuid.MustParse("01a23190-1108-7bcc-96ab-e219569e21eb")
+	entries := []store.AuditEntry{
+		{ID: 3, At: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), ActorName: sql.NullString{String: "Ana", Valid: true},
+			ActorRole: sql.NullString{String: store.RoleAdmin, Valid: true}, ActorIP: "192.0.2.1", Action: store.AuditGrantAdded,
+			Subject: store.UserSubject(2), SubjectName: sql.NullString{String: "Bo", Valid: true}, SubjectEmail: sql.NullString{String: "bo@example.com", Valid: true},
+			Details: json.RawMessage(`{"grant":"refund_access"}`)},
+		{ID: 2, ActorName: sql.NullString{String: "Sam", Valid: true}, ActorRole: sql.NullString{String: store.RoleApprover, Valid: true},
+			Action: store.AuditRunApproved, Subject: store.RunSubject(runID), Details: json.RawMessage(`{}`)},
+		{ID: 1, ActorIP: "192.0.2.9", Action: store.AuditLoginFailed, Details: json.RawMessage(`{"reason":"<b>x</b>","email":"who@example.com"}`)},
 	}
-	if got := rows.First().Find(".at").Text(); got != "2026-01-02 03:04:05 UTC" {
-		t.Errorf("time = %q", got)
+	sentences := func(doc *goquery.Document) []string {
+		return doc.Find("#audit > li .sentence").Map(func(_ int, s *goquery.Selection) string { return strings.Join(strings.Fields(s.Text()), " ") })
 	}
-	if got := rows.Eq(1).Find(".actor").Text(); !strings.Contains(got, "nobody signed in") {
-		t.Errorf("anonymous actor = %q", got)
+	want := []string{
+		"Ana (admin) gave Bo (bo@example.com) permission to request refunds.",
+		"Sam (approver) approved the refund of run …569e21eb.",
+		"A login as who@example.com failed (<b>x</b>).",
 	}
-	if doc.Find("#audit b").Length() != 0 {
-		t.Error("details are not escaped")
-	}
-	if v, _ := doc.Find(`select[name="action"] option[selected]`).Attr("value"); v != store.AuditLogin {
-		t.Errorf("selected filter = %q, want %q", v, store.AuditLogin)
-	}
+
+	t.Run("support", func(t *testing.T) {
+		support := &store.User{ID: 4, Role: store.RoleSupport}
+		doc := render(t, views.AuditPage(support, views.AuditView{Action: store.AuditGrantAdded, Entries: entries, More: true}))
+		if got := sentences(doc); strings.Join(got, "\n") != strings.Join(want, "\n") {
+			t.Errorf("sentences =\n%s\nwant\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+		}
+		if got := doc.Find("#audit-3 .at").Text(); got != "2026-01-02 03:04:05 UTC" {
+			t.Errorf("time = %q", got)
+		}
+		if got := doc.Find("#audit-2 a.subject").AttrOr("href", ""); got != "/support/runs/"+runID.String() {
+			t.Errorf("run link = %q, want support's page of the run", got)
+		}
+		if doc.Find("#audit-3 a.subject").Length() != 0 {
+			t.Error("support gets a link to the admin page")
+		}
+		if doc.Find("#audit b").Length() != 0 {
+			t.Error("details are not escaped")
+		}
+		if v, _ := doc.Find(`select[name="action"] option[selected]`).Attr("value"); v != store.AuditGrantAdded {
+			t.Errorf("selected filter = %q, want %q", v, store.AuditGrantAdded)
+		}
+		if got := doc.Find(`.pager a[rel="next"]`).AttrOr("href", ""); got != "/support/audit?before=1&action=grant.added" {
+			t.Errorf("older = %q", got)
+		}
+	})
+	t.Run("admin", func(t *testing.T) {
+		admin := &store.User{ID: 5, Role: store.RoleAdmin}
+		doc := render(t, views.AuditPage(admin, views.AuditView{Entries: entries}))
+		if got := doc.Find("#audit-3 a.subject").AttrOr("href", ""); got != "/admin/users#user-2" {
+			t.Errorf("user link = %q, want the user's card", got)
+		}
+		if doc.Find("#audit-2 a.subject").Length() != 0 {
+			t.Error("an admin, who cannot open runs, gets a link to one")
+		}
+		if doc.Find(`.pager a`).Length() != 0 {
+			t.Error("the only page links to others")
+		}
+	})
 }

@@ -12,8 +12,10 @@ type Home struct {
 	Orders   []store.Order    // a customer's orders, with what is still refundable
 	CanStart bool             // the customer may start refunds (refund_access)
 	Form     StartForm        // the refund request form, fresh or as typed
-	Runs     []store.Run      // a customer's runs, newest first
 	Queue    *store.QueuePage // a page of the approval queue (approvers)
+
+	// Runs are a customer's runs, newest first, with their orders' items.
+	Runs []store.RunListing
 }
 
 // StartForm is the refund request form. RequestID is the hidden client

@@ -8,6 +8,7 @@ import (
 
 	"github.com/PuerkitoBio/goquery"
 	"github.com/a-h/templ"
+	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
@@ -86,5 +87,66 @@ func TestLoginPage_KeepsTypedEmail(t *testing.T) {
 	}
 	if got := doc.Find("#login-error").Text(); !strings.Contains(got, "wrong email or password") {
 		t.Errorf("#login-error = %q", got)
+	}
+}
+
+func TestLayout_NavMarksTheCurrentPage(t *testing.T) {
+	t.Parallel()
+	support := &store.User{Name: "Sam", Role: store.RoleSupport}
+	for _, tc := range []struct{ path, current string }{
+		{"/", "/"},
+		{"/support/runs", "/support/runs"},
+		{"/support/runs/0190", "/support/runs"},
+		{"/support/audit", "/support/audit"},
+		{"/runs/0190", ""},
+	} {
+		t.Run(tc.path, func(t *testing.T) {
+			var buf bytes.Buffer
+			if err := views.HomePage(support, views.Home{}).Render(views.WithPath(context.Background(), tc.path), &buf); err != nil {
+				t.Fatal(err)
+			}
+			doc, err := goquery.NewDocumentFromReader(&buf)
+			if err != nil {
+				t.Fatal(err)
+			}
+			links := doc.Find(`nav.site-nav a`).Map(func(_ int, s *goquery.Selection) string { return s.AttrOr("href", "") })
+			if got, want := strings.Join(links, " "), "/ /support/runs /support/audit"; got != want {
+				t.Errorf("nav = %q, want %q", got, want)
+			}
+			current := doc.Find(`nav.site-nav a[aria-current="page"]`)
+			if got := current.AttrOr("href", ""); got != tc.current || current.Length() > 1 {
+				t.Errorf("current = %q (%d links), want %q", got, current.Length(), tc.current)
+			}
+			if doc.Find(`body > a.skip-link[href="#main"]`).Length() != 1 || doc.Find("main#main").Length() != 1 {
+				t.Error("no skip link to main")
+			}
+		})
+	}
+}
+
+func TestHomePage_CustomerRunsSayWhatAndWhere(t *testing.T) {
+	t.Parallel()
+	u := &store.User{Name: "Casey", Role: store.RoleCustomer}
+	run := func(state string, amount int64, item string) store.RunListing {
+		return store.RunListing{Run: store.Run{ID: uuid.New(), State: state, Amount: amount, Currency: "EUR", OrderID: 3}, Item: item}
+	}
+	waiting, done := run(store.StateAwaitingApproval, 1200, "Blue mug"), run(store.StateCompleted, 500, "Tea")
+	doc := render(t, views.HomePage(u, views.Home{Runs: []store.RunListing{waiting, done}}))
+	link := doc.Find("#run-row-" + waiting.ID.String() + " a")
+	if got := strings.Join(strings.Fields(link.Text()), " "); got != "Refund of €12.00 for Blue mug — awaiting approval" {
+		t.Errorf("link text = %q", got)
+	}
+	if got := link.AttrOr("href", ""); got != "/runs/"+waiting.ID.String() {
+		t.Errorf("href = %q", got)
+	}
+	if got := doc.Find("#runs").AttrOr("data-poll", ""); got != "5" {
+		t.Errorf("data-poll = %q, want 5 while a run can change", got)
+	}
+	if doc.Find(`#runs [aria-live="polite"]`).Length() != 1 {
+		t.Error("the list is no polite live region")
+	}
+	ended := render(t, views.HomePage(u, views.Home{Runs: []store.RunListing{done}}))
+	if v, ok := ended.Find("#runs").Attr("data-poll"); ok && v != "" {
+		t.Errorf("data-poll = %q once every run has ended, want none", v)
 	}
 }

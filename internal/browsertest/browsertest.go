@@ -42,6 +42,13 @@ func ExecPath() (string, error) {
 // folders removed, when the test ends; the context expires after Timeout.
 func New(tb testing.TB) context.Context {
 	tb.Helper()
+	return NewWithTimeout(tb, Timeout)
+}
+
+// NewWithTimeout is New with a session bound other than Timeout, for a
+// test that visits many pages on a machine that may be busy.
+func NewWithTimeout(tb testing.TB, timeout time.Duration) context.Context {
+	tb.Helper()
 	exe, err := ExecPath()
 	if err != nil {
 		tb.Fatal(err)
@@ -67,7 +74,7 @@ func New(tb testing.TB) context.Context {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, Timeout)
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
 	tb.Cleanup(func() {
 		cancelTimeout()
 		cancelBrowser() // closes the browser and waits for it

@@ -1,0 +1,149 @@
+package views
+
+import (
+	"cmp"
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/store"
+)
+
+// AuditLine is an audit entry as a sentence: who, what, to whom. The
+// subject links to its page when the viewer may open it.
+type AuditLine struct {
+	Actor       string
+	Verb        string // between the actor and the subject
+	Subject     string
+	SubjectHref string
+	Rest        string // after the subject, up to the full stop
+}
+
+// auditDetails are the details fields the sentences use.
+type auditDetails struct {
+	Grant  string `json:"grant"`
+	From   string `json:"from"`
+	To     string `json:"to"`
+	Name   string `json:"name"`
+	Reason string `json:"reason"`
+	Email  string `json:"email"`
+}
+
+// AuditActionWords names each audit action in the filter.
+var AuditActionWords = map[string]string{
+	store.AuditLogin:              "Logins",
+	store.AuditLoginFailed:        "Failed logins",
+	store.AuditGrantAdded:         "Permissions given",
+	store.AuditGrantRemoved:       "Permissions taken away",
+	store.AuditRoleChanged:        "Role changes",
+	store.AuditUserDisabled:       "Accounts disabled",
+	store.AuditUserEnabled:        "Accounts enabled",
+	store.AuditTokenCreated:       "API tokens made",
+	store.AuditTokenRevoked:       "API tokens revoked",
+	store.AuditRunApproved:        "Refunds approved",
+	store.AuditRunCancelRequested: "Cancels asked for",
+}
+
+// GrantWords says what a grant lets its holder do.
+func GrantWords(grant string) string {
+	if grant == store.GrantRefundAccess {
+		return "permission to request refunds"
+	}
+	return "the " + strings.ReplaceAll(grant, "_", " ") + " grant"
+}
+
+// AuditWords turns e into a sentence for viewer.
+func AuditWords(e store.AuditEntry, viewer *store.User) AuditLine {
+	var d auditDetails
+	_ = json.Unmarshal(e.Details, &d) // the store wrote it; unreadable reads as empty
+	l := AuditLine{Actor: "Someone not signed in"}
+	if e.ActorName.Valid {
+		l.Actor = e.ActorName.String + " (" + e.ActorRole.String + ")"
+	}
+	l.Subject, l.SubjectHref = auditSubject(e, viewer)
+	switch e.Action {
+	case store.AuditLogin:
+		l.Verb, l.Subject, l.SubjectHref = "logged in", "", ""
+	case store.AuditLoginFailed:
+		l.Actor, l.Verb = "A login", "as"
+		if l.Subject == "" {
+			l.Subject = cmp.Or(d.Email, "an unknown email")
+		}
+		l.Rest = " failed"
+		if d.Reason != "" {
+			l.Rest += " (" + d.Reason + ")"
+		}
+	case store.AuditGrantAdded:
+		l.Verb, l.Rest = "gave", " "+GrantWords(d.Grant)
+	case store.AuditGrantRemoved:
+		l.Verb = "took away " + GrantWords(d.Grant) + " from"
+	case store.AuditRoleChanged:
+		l.Verb, l.Rest = "changed the role of", " from "+d.From+" to "+d.To
+	case store.AuditUserDisabled:
+		l.Verb = "disabled the account of"
+	case store.AuditUserEnabled:
+		l.Verb = "enabled again the account of"
+	case store.AuditTokenCreated:
+		l.Verb, l.Rest = "made an API token for", " named “"+d.Name+"”"
+	case store.AuditTokenRevoked:
+		l.Verb, l.Rest = "revoked the API token of", " named “"+d.Name+"”"
+	case store.AuditRunApproved:
+		l.Verb = "approved the refund of"
+	case store.AuditRunCancelRequested:
+		l.Verb = "asked to cancel"
+	default:
+		l.Verb = e.Action
+	}
+	return l
+}
+
+// auditSubject names what an entry is about, with a link if viewer may
+// open it: a user for admins, a run for support.
+func auditSubject(e store.AuditEntry, viewer *store.User) (string, string) {
+	kind, id, _ := strings.Cut(e.Subject, ":")
+	switch kind {
+	case "user":
+		name := "user #" + id
+		if e.SubjectName.Valid {
+			name = e.SubjectName.String + " (" + e.SubjectEmail.String + ")"
+		}
+		if viewer != nil && viewer.Role == store.RoleAdmin {
+			return name, "/admin/users#" + "user-" + id
+		}
+		return name, ""
+	case "run":
+		runID, err := uuid.Parse(id)
+		if err != nil {
+			return "run " + id, ""
+		}
+		name := "run " + ShortID(runID)
+		if viewer != nil && viewer.Role == store.RoleSupport {
+			return name, SupportRunHref(runID)
+		}
+		return name, ""
+	}
+	return e.Subject, ""
+}
+
+// AuditNext is the address of the page of older entries after entries.
+func AuditNext(action string, entries []store.AuditEntry) string {
+	last := entries[len(entries)-1].ID
+	href := "/support/audit?before=" + strconv.FormatInt(last, 10)
+	if action != "" {
+		href += "&action=" + url.QueryEscape(action)
+	}
+	return href
+}
+
+func auditRowID(id int64) string { return "audit-" + strconv.FormatInt(id, 10) }
+
+// auditFirst is the newest page of the log, with the same filter.
+func auditFirst(action string) string {
+	if action == "" {
+		return "/support/audit"
+	}
+	return "/support/audit?action=" + url.QueryEscape(action)
+}

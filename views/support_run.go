@@ -1,0 +1,209 @@
+package views
+
+import (
+	"encoding/json"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/store"
+)
+
+// SupportRun is support's view of one run: the whole stored log with who
+// did what, the operation ledger with every call about each operation, and
+// where the stored history begins. It is built from one snapshot.
+type SupportRun struct {
+	Snap *store.Snapshot
+	// People are the users the log names (the owner, approvers, whoever
+	// canceled), by ID.
+	People map[int64]store.User
+	// Rows are the log as support reads it: business events one by one,
+	// each stretch of narration as one row.
+	Rows []SupportRow
+}
+
+// SupportRow is one row of support's timeline.
+type SupportRow struct {
+	At       time.Time
+	Seq      int64
+	LastSeq  int64 // the last seq a narration stretch covers; Seq otherwise
+	Class    string
+	Type     string
+	Actor    string
+	Text     string
+	Chunks   int    // narration pieces in the stretch
+	Sample   string // the stretch's text, shortened
+	Narrated bool
+}
+
+// sampleLen bounds the narration shown in one timeline row; the JSON
+// download holds all of it.
+const sampleLen = 160
+
+// NewSupportRun shapes snap for support; people holds the users the log's
+// events name (store.UsersByID of SupportActorIDs).
+func NewSupportRun(snap *store.Snapshot, people map[int64]store.User) *SupportRun {
+	d := &SupportRun{Snap: snap, People: people}
+	for _, ev := range snap.Events {
+		if ev.Type == store.EventNarrationDelta {
+			n := len(d.Rows)
+			if n > 0 && d.Rows[n-1].Narrated && d.Rows[n-1].LastSeq == ev.Seq-1 {
+				r := &d.Rows[n-1]
+				r.LastSeq, r.Chunks = ev.Seq, r.Chunks+1
+				r.Sample = shorten(r.Sample + NarrationText(ev))
+				continue
+			}
+			d.Rows = append(d.Rows, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
+				Actor: "the agent", Chunks: 1, Sample: shorten(NarrationText(ev)), Narrated: true})
+			continue
+		}
+		d.Rows = append(d.Rows, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
+			Actor: d.actorOf(ev), Text: EventText(ev)})
+	}
+	return d
+}
+
+func shorten(s string) string {
+	if r := []rune(s); len(r) > sampleLen {
+		return string(r[:sampleLen-1]) + "…"
+	}
+	return s
+}
+
+// SupportActorIDs are the users snap's events name, for NewSupportRun.
+func SupportActorIDs(snap *store.Snapshot) []int64 {
+	ids := []int64{snap.Run.OwnerID}
+	for _, ev := range snap.Events {
+		if id, ok := byUser(ev); ok {
+			ids = append(ids, id)
+		}
+	}
+	return ids
+}
+
+// byUser is the user an event's payload says acted ("by": a user ID).
+func byUser(ev store.Event) (int64, bool) {
+	var p struct {
+		By json.Number `json:"by"`
+	}
+	if ev.Type == store.EventNarrationDelta || json.Unmarshal(ev.Payload, &p) != nil {
+		return 0, false
+	}
+	id, err := p.By.Int64()
+	return id, err == nil && id > 0
+}
+
+// actorOf says who acted in an event, as staff read it: a person by name
+// and role, the approval policy, the agent or the payment provider.
+func (d *SupportRun) actorOf(ev store.Event) string {
+	if id, ok := byUser(ev); ok {
+		return d.person(id)
+	}
+	switch ev.Type {
+	case store.EventRunCreated:
+		return d.person(d.Snap.Run.OwnerID)
+	case store.EventApprovalGranted:
+		if d := store.DeciderOf(ev); d != nil && d.System {
+			return "the approval policy"
+		}
+		return "an approver"
+	case store.EventCancelRequested:
+		return "someone"
+	case store.EventOperationSucceeded, store.EventOperationFailed:
+		return "the payment provider"
+	}
+	return "the agent"
+}
+
+// person names a user as "Name (role)", or by ID if they are gone.
+func (d *SupportRun) person(id int64) string {
+	if u, ok := d.People[id]; ok {
+		return u.Name + " (" + u.Role + ")"
+	}
+	return "user #" + strconv.FormatInt(id, 10)
+}
+
+// customer names the run's owner with their email.
+func (d *SupportRun) customer() string {
+	if u, ok := d.People[d.Snap.Run.OwnerID]; ok {
+		return u.Name + " <" + u.Email + ">"
+	}
+	return d.person(d.Snap.Run.OwnerID)
+}
+
+// LedgerEvents are the log's events about operation id, in order: the
+// submission, each "verifying" and the verified outcome.
+func (d *SupportRun) LedgerEvents(id uuid.UUID) []SupportRow {
+	var out []SupportRow
+	for i, ev := range d.Snap.Events {
+		if !strings.HasPrefix(ev.Type, "operation.") {
+			continue
+		}
+		var p struct {
+			OperationID uuid.UUID `json:"operation_id"`
+		}
+		if json.Unmarshal(ev.Payload, &p) == nil && p.OperationID == id {
+			out = append(out, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
+				Actor: d.actorOf(d.Snap.Events[i]), Text: EventText(ev)})
+		}
+	}
+	return out
+}
+
+// FirstNarration is the seq of the oldest narration still stored, 0 if none.
+func (d *SupportRun) FirstNarration() int64 {
+	for _, r := range d.Rows {
+		if r.Narrated {
+			return r.Seq
+		}
+	}
+	return 0
+}
+
+// ShortID tells runs apart in a list: the end of the ID, since a UUIDv7
+// begins with its creation time, which runs made together share.
+func ShortID(id uuid.UUID) string {
+	s := id.String()
+	return "…" + s[len(s)-8:]
+}
+
+// ExportHref is where the run's JSON download lives.
+func ExportHref(id uuid.UUID) string { return "/support/runs/" + id.String() + "/export" }
+
+// SupportRunHref is support's page of a run.
+func SupportRunHref(id uuid.UUID) string { return "/support/runs/" + id.String() }
+
+// stamp is a time as support reads it: date, time to the millisecond, zone.
+func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 MST") }
+
+// isoStamp is a time for a datetime attribute.
+func isoStamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
+
+// seqRange is a row's seq, or its first–last for a narration stretch.
+func (r SupportRow) seqRange() string {
+	if r.LastSeq == r.Seq {
+		return strconv.FormatInt(r.Seq, 10)
+	}
+	return strconv.FormatInt(r.Seq, 10) + "–" + strconv.FormatInt(r.LastSeq, 10)
+}
+
+// PageHref is the search's address at page p, with the same query.
+func (q SupportSearch) PageHref(p int) string {
+	v := url.Values{}
+	if q.Query != "" {
+		v.Set("q", q.Query)
+	}
+	if q.State != "" {
+		v.Set("state", q.State)
+	}
+	if p > 1 {
+		v.Set("page", strconv.Itoa(p))
+	}
+	if len(v) == 0 {
+		return "/support/runs"
+	}
+	return "/support/runs?" + v.Encode()
+}
