@@ -68,8 +68,12 @@ func TestQueueBrowser_TwoApprovers(t *testing.T) {
 	}
 
 	start := time.Now()
-	if err := chromedp.Do(one, chromedp.Click(chromedp.CSS("#"+views.QueueItemID(first.ID)+" button.approve"))); err != nil {
-		t.Fatal(err)
+	// Approve asks first: open the confirmation, then confirm.
+	card := "#" + views.QueueItemID(first.ID)
+	for _, sel := range []string{card + " summary.approve", card + " button.approve"} {
+		if err := chromedp.Do(one, chromedp.Click(chromedp.CSS(sel))); err != nil {
+			t.Fatal(err)
+		}
 	}
 	waitFor(t, one, "the decider's answer", `document.getElementById('decision-result').textContent === 'You approved this refund.'`)
 	waitFor(t, two, "the approved card to leave the other queue", cardGone(views.QueueItemID(first.ID))+` && `+countIs("1 refund waits for a decision."))
