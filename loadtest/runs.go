@@ -209,7 +209,12 @@ func (e *env) startRunsProcesses(ctx context.Context) (string, []int, error) {
 	}
 	e.cleanup = append(e.cleanup, dev.stop)
 	pids := []int{dev.pid()}
-	provider, _, _ := strings.Cut(dev.line("Simulated payment provider at "), " ")
+	// It prints where its provider listens right after its own URL.
+	var provider string
+	for deadline := time.Now().Add(10 * time.Second); provider == "" && time.Now().Before(deadline); {
+		provider, _, _ = strings.Cut(dev.line("Simulated payment provider at "), " ")
+		sleep(ctx, 20*time.Millisecond)
+	}
 	if provider == "" {
 		return "", nil, errors.New("refundd dev did not say where its payment provider listens")
 	}
