@@ -207,6 +207,7 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 			return err
 		}
 		fmt.Fprintln(stdout, string(b))
+		fmt.Fprint(stderr, summary.(fmt.Stringer).String())
 		return nil
 	}
 	fmt.Fprint(stdout, summary.(fmt.Stringer).String())

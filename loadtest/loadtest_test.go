@@ -144,3 +144,22 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		}
 	}
 }
+
+// A figure one server does not report (refundd without a wake-up counter)
+// is "n/a", and the JSON summary still encodes.
+func TestCompare_MissingFigureIsNotAvailable(t *testing.T) {
+	t.Parallel()
+	keys := []metricKey{{"reads_per_wakeup", "reads"}, {"open_s", "open"}}
+	refundd := []map[string]float64{{"open_s": 2}, {"open_s": 4}, {"open_s": 3}}
+	bare := []map[string]float64{{"open_s": 1, "reads_per_wakeup": 1}, {"open_s": 1, "reads_per_wakeup": 1}, {"open_s": 2, "reads_per_wakeup": 1}}
+	figs := compare(keys, refundd, bare)
+	if _, err := json.Marshal(&watchersSummary{Figures: figs}); err != nil {
+		t.Fatalf("marshal: %v", err)
+	}
+	if got, want := figs[0].Refundd.String(), "n/a"; got != want {
+		t.Errorf("missing figure prints %q, want %q", got, want)
+	}
+	if got, want := *figs[1].Ratio, (spread{N: 3, Median: 2, Min: 1.5, Max: 4}); got != want {
+		t.Errorf("ratio = %+v, want %+v (per-round ratios 2, 4, 1.5)", got, want)
+	}
+}

@@ -21,6 +21,7 @@ func quantile(xs []float64, q float64) float64 {
 
 // spread is a figure over rounds: its median and its range.
 type spread struct {
+	N      int     `json:"n"` // rounds that had the figure
 	Median float64 `json:"median"`
 	Min    float64 `json:"min"`
 	Max    float64 `json:"max"`
@@ -28,9 +29,9 @@ type spread struct {
 
 func spreadOf(xs []float64) spread {
 	if len(xs) == 0 {
-		return spread{math.NaN(), math.NaN(), math.NaN()}
+		return spread{}
 	}
-	return spread{Median: quantile(xs, 0.5), Min: slices.Min(xs), Max: slices.Max(xs)}
+	return spread{N: len(xs), Median: quantile(xs, 0.5), Min: slices.Min(xs), Max: slices.Max(xs)}
 }
 
 // figure is one line of the watchers comparison: refundd, the bare
@@ -56,7 +57,7 @@ func compare(keys []metricKey, refundd, bare []map[string]float64) []figure {
 			for i := range min(len(refundd), len(bare)) {
 				r, okR := refundd[i][k.key]
 				b, okB := bare[i][k.key]
-				if okR && okB && b != 0 && !math.IsNaN(r) && !math.IsNaN(b) {
+				if okR && okB && b != 0 {
 					ratios = append(ratios, r/b)
 				}
 			}
@@ -73,7 +74,7 @@ func compare(keys []metricKey, refundd, bare []map[string]float64) []figure {
 func column(rounds []map[string]float64, key string) []float64 {
 	var xs []float64
 	for _, r := range rounds {
-		if v, ok := r[key]; ok && !math.IsNaN(v) {
+		if v, ok := r[key]; ok {
 			xs = append(xs, v)
 		}
 	}
@@ -101,7 +102,7 @@ func num(v float64) string {
 }
 
 func (s spread) String() string {
-	if math.IsNaN(s.Median) {
+	if s.N == 0 {
 		return "n/a"
 	}
 	if s.Min == s.Max {
