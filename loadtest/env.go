@@ -57,7 +57,7 @@ func newEnv(ctx context.Context, o *options, progress io.Writer, logger *slog.Lo
 	}
 	os.Chmod(e.dir, 0o755)
 	if o.url != "" {
-		st, err := store.Open(ctx, o.databaseURL, store.PoolSize(10))
+		st, err := store.Open(ctx, o.databaseURL, store.PoolSize(20))
 		if err != nil {
 			e.Close()
 			return nil, err

@@ -206,7 +206,9 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 	if wakeups > 0 { // refundd may not count them (yet): then the figure is missing
 		out["reads_per_wakeup"] = reads / wakeups
 	}
-	out["reads_per_append"] = reads / float64(max(appended, 1))
+	if reads > 0 || wakeups > 0 {
+		out["reads_per_append"] = reads / float64(max(appended, 1))
+	}
 	out["appends_per_s"] = float64(appended) / elapsed
 	out["delivered_pct"] = 100 * float64(len(c.lat)) / float64(max(expected, 1))
 	out["duplicates"] = float64(c.dups)
@@ -215,10 +217,11 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 }
 
 // appendAtRate appends narration to the runs, round robin, at o.rate per
-// second for o.duration, from appenders goroutines. It returns how many
-// committed; a schedule it cannot keep shows as a lower achieved rate.
+// second for o.duration, from appenders goroutines (PostgreSQL groups
+// their commits). It returns how many committed; a schedule it cannot keep
+// shows as a lower achieved rate, never as a longer phase.
 func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
-	const appenders = 8
+	const appenders = 16
 	total := int(w.o.rate * w.o.duration.Seconds())
 	w.sent = w.sent[:0]
 	jobs := make(chan int64, appenders)
@@ -243,6 +246,9 @@ func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
 	for i := range total {
 		k := w.kBase + int64(i)
 		at := start.Add(time.Duration(float64(i) / w.o.rate * float64(time.Second)))
+		if time.Since(start) > w.o.duration {
+			break
+		}
 		if d := time.Until(at); d > time.Millisecond {
 			if !sleep(ctx, d) {
 				break
