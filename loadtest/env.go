@@ -191,26 +191,39 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 		return err
 	}
 	defer e.Close()
-	var summary any
+	var summary fmt.Stringer
 	switch o.mode {
 	case "watchers":
-		summary, err = runWatchers(ctx, e)
+		var s *watchersSummary
+		if s, err = runWatchers(ctx, e); s != nil {
+			summary = s
+		}
 	case "runs":
-		summary, err = runRuns(ctx, e)
+		var s *runsSummary
+		if s, err = runRuns(ctx, e); s != nil {
+			summary = s
+		}
 	}
+	// A summary of the rounds measured comes even with an error.
+	if summary != nil {
+		if perr := printSummary(o, summary, stdout, stderr); err == nil {
+			err = perr
+		}
+	}
+	return err
+}
+
+func printSummary(o *options, summary fmt.Stringer, stdout, stderr io.Writer) error {
+	if !o.jsonOut {
+		_, err := fmt.Fprint(stdout, summary.String())
+		return err
+	}
+	b, err := json.Marshal(summary)
 	if err != nil {
 		return err
 	}
-	if o.jsonOut {
-		b, err := json.Marshal(summary)
-		if err != nil {
-			return err
-		}
-		fmt.Fprintln(stdout, string(b))
-		fmt.Fprint(stderr, summary.(fmt.Stringer).String())
-		return nil
-	}
-	fmt.Fprint(stdout, summary.(fmt.Stringer).String())
+	fmt.Fprintln(stdout, string(b))
+	fmt.Fprint(stderr, summary.String())
 	return nil
 }
 

@@ -291,11 +291,17 @@ type watchersSummary struct {
 	Figures  []figure             `json:"figures"`
 	Refundd  []map[string]float64 `json:"refundd_rounds"`
 	Bare     []map[string]float64 `json:"bare_rounds,omitempty"`
+	// Incomplete says why fewer rounds than asked were measured.
+	Incomplete string `json:"incomplete,omitempty"`
 }
 
 func (s *watchersSummary) String() string {
-	return fmt.Sprintf("\n%d watchers on %d runs (%s stream), %g appends/s for %s, %d rounds, load %s → %s, %.0f s\n\n%s",
-		s.Watchers, s.Runs, s.Stream, s.Rate, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, table(s.Figures))
+	note := ""
+	if s.Incomplete != "" {
+		note = "\nINCOMPLETE: " + s.Incomplete + "\n"
+	}
+	return fmt.Sprintf("\n%d watchers on %d runs (%s stream), %g appends/s for %s, %d rounds, load %s → %s, %.0f s\n%s\n%s",
+		s.Watchers, s.Runs, s.Stream, s.Rate, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, note, table(s.Figures))
 }
 
 // runWatchers measures refundd and the bare reference in interleaved
@@ -327,11 +333,16 @@ func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 			res, err := w.measure(ctx)
 			t.stop()
 			if err != nil {
-				return nil, fmt.Errorf("round %d, %s: %w", round+1, name, err)
+				return sum.partial(o, fmt.Errorf("round %d, %s: %w", round+1, name, err))
 			}
 			kBase += int64(len(w.sent))
-			fmt.Fprintf(e.progress, "loadtest: round %d %-7s open %.2fs, p99 %.1f ms, last-of-run p50 %.1f ms, %.0f appends/s, %.1f%% delivered\n",
-				round+1, name, res["open_s"], res["append_p99_ms"], res["last_p50_ms"], res["appends_per_s"], res["delivered_pct"])
+			fmt.Fprintf(e.progress, "loadtest: round %d %-7s open %.2fs, %.0f KB and %.2f goroutines per stream, idle CPU %.1f%%",
+				round+1, name, res["open_s"], res["rss_kb_per_stream"], res["goroutines_per_stream"], res["idle_cpu_pct"])
+			if o.rate > 0 {
+				fmt.Fprintf(e.progress, "; p99 %.1f ms, last-of-run p50 %.1f ms, %.0f appends/s, %.1f%% delivered",
+					res["append_p99_ms"], res["last_p50_ms"], res["appends_per_s"], res["delivered_pct"])
+			}
+			fmt.Fprintln(e.progress)
 			if name == "bare" {
 				sum.Bare = append(sum.Bare, res)
 			} else {
@@ -339,13 +350,32 @@ func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 			}
 		}
 	}
+	return sum.partial(o, nil)
+}
+
+// partial completes the summary with the rounds measured so far. After an
+// error it is returned only if a whole round was measured (both servers),
+// so what took minutes is not lost to a late failure.
+func (s *watchersSummary) partial(o *options, err error) (*watchersSummary, error) {
+	n := len(s.Refundd)
+	if o.bare {
+		n = min(n, len(s.Bare))
+		s.Bare = s.Bare[:n]
+	}
+	s.Refundd = s.Refundd[:n]
+	if err != nil && n == 0 {
+		return nil, err
+	}
+	if err != nil {
+		s.Incomplete = fmt.Sprintf("%d of %d rounds: %v", n, o.rounds, err)
+	}
 	keys := watchersKeys
 	if o.rate == 0 {
 		keys = keys[:4]
 	}
-	sum.Figures = compare(keys, sum.Refundd, sum.Bare)
-	sum.finish()
-	return sum, nil
+	s.Figures = compare(keys, s.Refundd, s.Bare)
+	s.finish()
+	return s, err
 }
 
 // target starts (or, with -url, reaches) the named server for one round.
