@@ -93,7 +93,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.pace, "pace", "", "runs: NARRATION_PACE of the own processes, such as 0 or 40ms; empty keeps refundd's default")
 	fs.IntVar(&o.workers, "workers", 0, "runs: extra `refundd worker` processes to start (at most 16)")
 	fs.IntVar(&o.pool, "pool", 8, "runs: DB_POOL_SIZE of each own process (at most 64; all processes must fit max_connections=100)")
-	fs.DurationVar(&o.poll, "poll", 250*time.Millisecond, "runs: how often a run in flight is polled (20ms to 5s)")
+	fs.DurationVar(&o.poll, "poll", time.Second, "runs: the longest wait between polls of a run in flight; they start at 50ms and double (20ms to 5s)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "runs: time before the measuring starts (at most 1m)")
 	if err := fs.Parse(args); err != nil {
 		return nil, err

@@ -248,8 +248,10 @@ func closedLoop(ctx context.Context, s *starter, poll time.Duration, errs *atomi
 			}
 			continue
 		}
-		for !terminal(r.State) {
-			if !sleep(ctx, poll) {
+		// Polls start quick and back off to poll: a run's duration comes
+		// from its own timestamps, and fewer polls leave the machine to refundd.
+		for wait := min(50*time.Millisecond, poll); !terminal(r.State); wait = min(2*wait, poll) {
+			if !sleep(ctx, wait) {
 				return
 			}
 			if r, err = s.c.run(ctx, r.ID); err != nil {
