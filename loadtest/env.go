@@ -96,6 +96,24 @@ func (e *env) ownDatabase(ctx context.Context) error {
 		return err
 	}
 	e.st, e.dbURL = st, st.URL()
+	return e.moreOrders(ctx)
+}
+
+// moreOrders gives each customer -orders more orders: starts on one order
+// serialize on its row lock, so five demo orders would make the load test
+// measure that lock more than refundd.
+func (e *env) moreOrders(ctx context.Context) error {
+	for _, email := range e.o.emails {
+		u, err := e.st.UserByEmail(ctx, email)
+		if err != nil {
+			return fmt.Errorf("add orders for %s: %w", email, err)
+		}
+		for i := range e.o.orders {
+			if _, err := e.st.CreateOrder(ctx, u.ID, fmt.Sprintf("Load test order %d", i+1), 1_000_000, "EUR"); err != nil {
+				return fmt.Errorf("add orders for %s: %w", email, err)
+			}
+		}
+	}
 	return nil
 }
 

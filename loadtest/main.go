@@ -34,6 +34,7 @@ type options struct {
 	password    string
 	bin         string
 	dataDir     string
+	orders      int
 	jsonOut     bool
 	timeout     time.Duration
 
@@ -76,6 +77,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.password, "password", "demo", "their password")
 	fs.StringVar(&o.bin, "bin", "", "a built refundd binary; empty builds one from this repository")
 	fs.StringVar(&o.dataDir, "data-dir", "", "where the own PostgreSQL and logs go; empty makes a fresh folder and removes it")
+	fs.IntVar(&o.orders, "orders", 0, "without -url: orders to add to each customer besides the demo ones (at most 1000); starts on one order serialize")
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON summary line on stdout, nothing else there")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "hard bound on the whole invocation (at most 30m)")
 
@@ -136,6 +138,7 @@ func (o *options) validate() error {
 		{"-duration (seconds)", o.duration.Seconds(), 1, 600},
 		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
 		{"-rounds", float64(o.rounds), 1, 9},
+		{"-orders", float64(o.orders), 0, 1000},
 		{"-inflight", float64(o.inflight), 1, 2000},
 		{"-slots", float64(o.slots), 1, 512},
 		{"-workers", float64(o.workers), 0, 16},
