@@ -1,0 +1,204 @@
+// Command loadtest puts a bounded load on refundd over HTTP and measures
+// it beside a bare reference on the same PostgreSQL (docs/PERFORMANCE.md).
+//
+//	go run ./loadtest -mode watchers -watchers 1000 -runs 1 -rate 10
+//	go run ./loadtest -mode runs -inflight 200 -slots 32 -pace 0 -workers 2
+//
+// Without -url it starts its own PostgreSQL under a fresh folder and its
+// own refundd processes (built from this repository, or -bin), and removes
+// them at the end. With -url it drives a running refundd, and needs
+// -database-url to append events and read pg_stat_activity.
+package main
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+	"time"
+)
+
+// options are the flags, each bounded.
+type options struct {
+	mode        string
+	url         string
+	databaseURL string
+	token       string
+	emails      []string
+	password    string
+	bin         string
+	dataDir     string
+	orders      int
+	jsonOut     bool
+	timeout     time.Duration
+
+	// watchers
+	watchers int
+	runs     int
+	rate     float64
+	duration time.Duration
+	idle     time.Duration
+	rounds   int
+	stream   string
+	bare     bool
+
+	// runs
+	inflight int
+	slots    int
+	pace     string
+	workers  int
+	pool     int
+	poll     time.Duration
+	warmup   time.Duration
+}
+
+// bound is one flag's ceiling (and floor), checked in words.
+type bound struct {
+	name     string
+	val      float64
+	min, max float64
+}
+
+func parseFlags(args []string, stderr io.Writer) (*options, error) {
+	o := &options{}
+	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference) or runs (closed-loop starts)")
+	fs.StringVar(&o.url, "url", "", "a running refundd's base URL; empty starts refundd processes of its own")
+	fs.StringVar(&o.databaseURL, "database-url", "", "that refundd's DATABASE_URL (required with -url)")
+	fs.StringVar(&o.token, "token", "", "an API token (Bearer) instead of logging in; one customer")
+	emails := fs.String("emails", "customer@example.com,customer2@example.com", "customers to log in as, comma-separated (runs mode rotates over them; watchers use the first)")
+	fs.StringVar(&o.password, "password", "demo", "their password")
+	fs.StringVar(&o.bin, "bin", "", "a built refundd binary; empty builds one from this repository")
+	fs.StringVar(&o.dataDir, "data-dir", "", "where the own PostgreSQL and logs go; empty makes a fresh folder and removes it")
+	fs.IntVar(&o.orders, "orders", 0, "without -url: orders to add to each customer besides the demo ones (at most 1000); starts on one order serialize")
+	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON summary line on stdout, nothing else there")
+	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "hard bound on the whole invocation (at most 30m)")
+
+	fs.IntVar(&o.watchers, "watchers", 100, "watchers: SSE streams to open (at most 10000)")
+	fs.IntVar(&o.runs, "runs", 1, "watchers: runs they watch, watcher i on run i mod runs (at most 2000, at most -watchers)")
+	fs.Float64Var(&o.rate, "rate", 20, "watchers: appends per second, round robin over the runs (0 measures idle streams only; at most 5000)")
+	fs.DurationVar(&o.duration, "duration", 10*time.Second, "watchers: appending time per target per round; runs: measuring time (at most 10m)")
+	fs.DurationVar(&o.idle, "idle", 5*time.Second, "watchers: idle time over which CPU is measured (at most 2m)")
+	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds (at most 9)")
+	fs.StringVar(&o.stream, "stream", "api", "watchers: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
+	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
+
+	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")
+	fs.IntVar(&o.slots, "slots", 8, "runs: WORKER_SLOTS of the own processes (at most 512)")
+	fs.StringVar(&o.pace, "pace", "", "runs: NARRATION_PACE of the own processes, such as 0 or 40ms; empty keeps refundd's default")
+	fs.IntVar(&o.workers, "workers", 0, "runs: extra `refundd worker` processes to start (at most 16)")
+	fs.IntVar(&o.pool, "pool", 8, "runs: DB_POOL_SIZE of each own process (at most 64; all processes must fit max_connections=100)")
+	fs.DurationVar(&o.poll, "poll", time.Second, "runs: the longest wait between polls of a run in flight; they start at 50ms and double (20ms to 5s)")
+	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "runs: time before the measuring starts (at most 1m)")
+	if err := fs.Parse(args); err != nil {
+		return nil, err
+	}
+	if fs.NArg() > 0 {
+		return nil, fmt.Errorf("unexpected argument %q (flags only; see -h)", fs.Arg(0))
+	}
+	for _, e := range strings.Split(*emails, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			o.emails = append(o.emails, e)
+		}
+	}
+	return o, o.validate()
+}
+
+func (o *options) validate() error {
+	if o.mode != "watchers" && o.mode != "runs" {
+		return fmt.Errorf("-mode must be watchers or runs, got %q", o.mode)
+	}
+	if o.stream != "api" && o.stream != "html" {
+		return fmt.Errorf("-stream must be api or html, got %q", o.stream)
+	}
+	if o.url != "" && o.databaseURL == "" {
+		return errors.New("-url needs -database-url: events are appended, and pg_stat_activity read, in refundd's own database")
+	}
+	if o.url == "" && o.databaseURL != "" {
+		return errors.New("-database-url is only used with -url (without -url the load test starts its own PostgreSQL)")
+	}
+	if len(o.emails) == 0 && o.token == "" {
+		return errors.New("give -emails to log in as, or -token")
+	}
+	if o.stream == "html" && o.token != "" {
+		return errors.New("-stream html needs a session: log in with -emails, not -token")
+	}
+	for _, b := range []bound{
+		{"-timeout (seconds)", o.timeout.Seconds(), 1, 1800},
+		{"-watchers", float64(o.watchers), 1, 10000},
+		{"-runs", float64(o.runs), 1, min(2000, float64(o.watchers))},
+		{"-rate", o.rate, 0, 5000},
+		{"-duration (seconds)", o.duration.Seconds(), 1, 600},
+		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
+		{"-rounds", float64(o.rounds), 1, 9},
+		{"-orders", float64(o.orders), 0, 1000},
+		{"-inflight", float64(o.inflight), 1, 2000},
+		{"-slots", float64(o.slots), 1, 512},
+		{"-workers", float64(o.workers), 0, 16},
+		{"-pool", float64(o.pool), 1, 64},
+		{"-poll (seconds)", o.poll.Seconds(), 0.02, 5},
+		{"-warmup (seconds)", o.warmup.Seconds(), 0, 60},
+	} {
+		if b.val < b.min || b.val > b.max {
+			return fmt.Errorf("%s must be between %g and %g, got %g", b.name, b.min, b.max, b.val)
+		}
+	}
+	if o.url == "" && o.mode == "runs" && (o.workers+1)*o.pool+10 > 100 {
+		return fmt.Errorf("%d processes × -pool %d connections (+10 for the load test) exceed PostgreSQL's max_connections of 100: lower -pool or -workers",
+			o.workers+1, o.pool)
+	}
+	if o.warmup >= o.duration && o.mode == "runs" {
+		return fmt.Errorf("-warmup (%s) must be shorter than -duration (%s)", o.warmup, o.duration)
+	}
+	return nil
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	code := run(ctx, os.Args[1:], os.Stdout, os.Stderr)
+	stop()
+	os.Exit(code)
+}
+
+func run(ctx context.Context, args []string, stdout, stderr io.Writer) int {
+	logger := slog.New(slog.NewTextHandler(stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+	if len(args) > 0 && args[0] == "bare-serve" {
+		fs := flag.NewFlagSet("bare-serve", flag.ContinueOnError)
+		dbURL := fs.String("database-url", "", "")
+		addr := fs.String("addr", "127.0.0.1:0", "")
+		if err := fs.Parse(args[1:]); err != nil || *dbURL == "" {
+			fmt.Fprintln(stderr, "loadtest bare-serve: needs -database-url")
+			return 2
+		}
+		if err := serveBare(ctx, *dbURL, *addr, stdout, logger); err != nil {
+			fmt.Fprintf(stderr, "loadtest bare-serve: %v\n", err)
+			return 1
+		}
+		return 0
+	}
+	o, err := parseFlags(args, stderr)
+	if errors.Is(err, flag.ErrHelp) {
+		return 0
+	}
+	if err != nil {
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 2
+	}
+	ctx, cancel := context.WithTimeoutCause(ctx, o.timeout, fmt.Errorf("the -timeout of %s passed", o.timeout))
+	defer cancel()
+	if err := measure(ctx, o, stdout, stderr, logger); err != nil {
+		if cause := context.Cause(ctx); cause != nil && ctx.Err() != nil {
+			err = fmt.Errorf("%w (%v)", err, cause)
+		}
+		fmt.Fprintf(stderr, "loadtest: %v\n", err)
+		return 1
+	}
+	return 0
+}
