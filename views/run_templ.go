@@ -1801,9 +1801,9 @@ func TimelineItem(v *RunView, ev store.Event) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var79 string
-		templ_7745c5c3_Var79, templ_7745c5c3_Err = templ.JoinStringErrs(ev.CreatedAt.UTC().Format("15:04:05"))
+		templ_7745c5c3_Var79, templ_7745c5c3_Err = templ.JoinStringErrs(ev.CreatedAt.UTC().Format("2 Jan 15:04:05 UTC"))
 		if templ_7745c5c3_Err != nil {
-			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 242, Col: 114}
+			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 242, Col: 124}
 		}
 		_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var79))
 		if templ_7745c5c3_Err != nil {
