@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -13,42 +12,6 @@ import (
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
-
-// chattyNarrator says "old " over and over until its worker dies, so the
-// worker is cut off in the middle of a sentence.
-type chattyNarrator struct {
-	once    sync.Once
-	started chan struct{}
-}
-
-func (n *chattyNarrator) Narrate(ctx context.Context, _ agent.Facts, emit func(string) error) error {
-	n.once.Do(func() { close(n.started) })
-	for {
-		if err := emit("old "); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// freshNarrator says its planning lines in two pieces.
-type freshNarrator struct{}
-
-const freshWords = "Fresh start. I'm looking at the order."
-
-func (freshNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
-	if f.Stage != "planning" {
-		return agent.Builtin{}.Narrate(ctx, f, emit)
-	}
-	if err := emit("Fresh start. "); err != nil {
-		return err
-	}
-	return emit("I'm looking at the order.")
-}
 
 // TestExecutor_TakeoverStartsTheNarrationAfresh: a worker dies in the
 // middle of its narration; the worker that takes the run over records a
@@ -61,7 +24,7 @@ func TestExecutor_TakeoverStartsTheNarrationAfresh(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	chatty := &chattyNarrator{started: make(chan struct{})}
+	chatty := &testkit.ChattyNarrator{Started: make(chan struct{})}
 	testkit.StartExecutor(t, pool, nil, e.client, chatty, agent.Config{WorkerID: "doomed", Concurrency: 1, ChunkEvery: time.Millisecond})
 	run := e.start(100)
 	testkit.WaitUntil(t, "the doomed worker's narration", 20*time.Second, func() bool {
@@ -70,7 +33,7 @@ func TestExecutor_TakeoverStartsTheNarrationAfresh(t *testing.T) {
 	})
 	pool.Close() // the worker dies: no renewal, no release
 
-	e.executor(agent.Config{WorkerID: "survivor", ChunkEvery: time.Millisecond}, freshNarrator{})
+	e.executor(agent.Config{WorkerID: "survivor", ChunkEvery: time.Millisecond}, testkit.FreshNarrator{})
 	e.waitState(run.ID, store.StateAwaitingApproval)
 
 	var attempts []int
@@ -100,8 +63,8 @@ func TestExecutor_TakeoverStartsTheNarrationAfresh(t *testing.T) {
 			shown.WriteString(pl.Text)
 		}
 	}
-	if shown.String() != freshWords {
-		t.Errorf("narration shown = %q, want %q", shown.String(), freshWords)
+	if shown.String() != testkit.FreshWords {
+		t.Errorf("narration shown = %q, want %q", shown.String(), testkit.FreshWords)
 	}
 	if !strings.HasPrefix(all.String(), "old ") {
 		t.Errorf("the log's narration = %q, want the dead worker's words still in the log", all.String())

@@ -106,13 +106,19 @@ func (c *chunker) flush(ctx context.Context) error {
 func (e *Executor) narrate(ctx context.Context, run *store.Run, f Facts) error {
 	c := &chunker{st: e.store, run: run, every: e.cfg.ChunkEvery, last: time.Now()}
 	said := false
+	var emitErr error
 	emit := func(s string) error {
 		said = said || s != ""
-		return c.emit(ctx, s)
+		emitErr = c.emit(ctx, s)
+		return emitErr
 	}
 	if err := e.narrator.Narrate(ctx, f, emit); err != nil {
 		if ctx.Err() != nil {
 			return ctx.Err()
+		}
+		if emitErr != nil {
+			// Our log failed, not the narrator: nothing to fall back to.
+			return emitErr
 		}
 		e.logger.Warn("narrator failed; using the built-in one", "run", run.ID, "err", err)
 		if said {

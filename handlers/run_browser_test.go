@@ -574,38 +574,6 @@ func TestBrowser_CanceledByApproverLive(t *testing.T) {
 	b.wantFinishedPage(t, store.OutcomeCanceled, "Canceled by an approver. No refund was made.")
 }
 
-// chattyNarrator says "old " over and over until its worker dies, so the
-// worker is cut off in the middle of its narration.
-type chattyNarrator struct{}
-
-func (chattyNarrator) Narrate(ctx context.Context, _ agent.Facts, emit func(string) error) error {
-	for {
-		if err := emit("old "); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-time.After(5 * time.Millisecond):
-		}
-	}
-}
-
-// freshNarrator says its planning lines in two pieces.
-type freshNarrator struct{}
-
-const freshWords = "Fresh start. I'm looking at the order."
-
-func (freshNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
-	if f.Stage != "planning" {
-		return agent.Builtin{}.Narrate(ctx, f, emit)
-	}
-	if err := emit("Fresh start. "); err != nil {
-		return err
-	}
-	return emit("I'm looking at the order.")
-}
-
 // TestBrowser_WorkerDiesMidNarration: the worker dies while it narrates;
 // another takes the run over when the lease runs out and narrates the step
 // again. The live page, the server-rendered page and the reloaded page all
@@ -626,20 +594,20 @@ func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	testkit.StartExecutor(t, pool, nil, provider.Client, chattyNarrator{}, agent.Config{WorkerID: "doomed", Concurrency: 1, ChunkEvery: time.Millisecond})
+	testkit.StartExecutor(t, pool, nil, provider.Client, &testkit.ChattyNarrator{}, agent.Config{WorkerID: "doomed", Concurrency: 1, ChunkEvery: time.Millisecond})
 	run := b.startRun(t)
 	b.open(t, run.ID)
 	b.waitPage(t, "the doomed worker's words", `document.querySelector('#narration').textContent.includes('old old ')`)
 	pool.Close()
 
-	testkit.StartExecutor(t, a.store, nil, provider.Client, freshNarrator{}, agent.Config{WorkerID: "survivor", ChunkEvery: time.Millisecond})
+	testkit.StartExecutor(t, a.store, nil, provider.Client, testkit.FreshNarrator{}, agent.Config{WorkerID: "survivor", ChunkEvery: time.Millisecond})
 	b.waitState(t, run.ID, store.StateAwaitingApproval)
 	wantFresh := func(where string) {
 		t.Helper()
 		b.waitPage(t, where+": the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
 		p := b.page(t)
-		if deref(p.Narration) != freshWords {
-			t.Errorf("%s: narration = %q, want %q once", where, deref(p.Narration), freshWords)
+		if deref(p.Narration) != testkit.FreshWords {
+			t.Errorf("%s: narration = %q, want %q once", where, deref(p.Narration), testkit.FreshWords)
 		}
 		note, err := chromedp.Run(b.ctx, chromedp.Evaluate[string](`(n => n.hidden ? '' : n.textContent)(document.querySelector('#narration-restarted'))`))
 		if err != nil || note != "The agent restarted this step." {
@@ -647,12 +615,12 @@ func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
 		}
 	}
 	wantFresh("live")
-	if d := b.stored(t, run.ID); d.narration != freshWords {
+	if d := b.stored(t, run.ID); d.narration != testkit.FreshWords {
 		t.Errorf("the current attempt's narration in the database = %q", d.narration)
 	}
 	doc := a.get(t, b.customerClient(t), "/runs/"+run.ID.String()).doc(t)
-	if got := doc.Find("#narration").Text(); got != freshWords {
-		t.Errorf("server-rendered narration = %q, want %q", got, freshWords)
+	if got := doc.Find("#narration").Text(); got != testkit.FreshWords {
+		t.Errorf("server-rendered narration = %q, want %q", got, testkit.FreshWords)
 	}
 	b.reload(t)
 	wantFresh("reloaded")

@@ -79,15 +79,20 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 }
 
 // Close closes the pool.
+//
+// The pool closes first, so nothing starts on it once Close is called
+// (a caller whose narration is refused must not go on with other writes);
+// then the narration and notice writers stop, failing what still waits.
 func (s *Store) Close() error {
-	s.narration.stop()
-	s.notifier.stop()
 	s.mu.Lock()
 	for _, st := range s.stmts {
 		st.Close()
 	}
 	s.mu.Unlock()
-	return s.db.Close()
+	err := s.db.Close()
+	s.narration.stop()
+	s.notifier.stop()
+	return err
 }
 
 // prepared returns query prepared once for the pool: database/sql prepares
