@@ -90,7 +90,7 @@ func newSoakHarness(t *testing.T) *soakHarness {
 	h.env = []string{"DATABASE_URL=" + dbURL, "PROVIDER_ADDR=" + providerAddr, "PROVIDER_URL=http://" + providerAddr,
 		"SESSION_KEY=" + testSessionKey, "WORKER_LEASE=3s", "APPROVAL_THRESHOLD=" + strconv.Itoa(soakThreshold),
 		// Bounds the performance work may add must not refuse the soak's own load.
-		"MAX_STREAMS_PER_USER=100000", "MAX_STREAMS=100000", "START_RATE_PER_USER=1000000"}
+		"MAX_STREAMS_PER_USER=100000", "START_RATE_PER_USER=1000000"}
 	if out, err := h.command("migrate").CombinedOutput(); err != nil {
 		t.Fatalf("refundd migrate: %v\n%s", err, out)
 	}
