@@ -155,6 +155,8 @@ func (h *Handler) routes() []route {
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
 		{http.MethodGet, "/runs/:id/events", h.streamRunPage, streamSession},
+		// Several runs' page streams over one connection (static/tabs.js).
+		{http.MethodGet, "/streams", h.streamRuns, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
 
