@@ -34,10 +34,11 @@ import (
 //  5. a finished run, once everything is sent, and a denied viewer get the
 //     named event "close", which htmx-ext-sse's sse-close stops on.
 //
-// One goroutine per stream (the request's own) does all of it: it waits
-// on the tail's hand-overs, the user's grant changes, the batched access
-// re-check, the heartbeat and the client going away, and writes (sse.go)
-// what the format (stream_format.go) renders.
+// One goroutine per connection (the request's own) does all of it, for
+// one run or several (streamConn, tail_conn.go): it waits on the tails'
+// hand-overs, the user's grant changes, the batched access re-check, the
+// heartbeat and the client going away, and writes (sse.go) what the format
+// (stream_format.go) renders.
 
 // StreamConfig tunes the live streams. Zero values take the defaults.
 type StreamConfig struct {

@@ -16,6 +16,7 @@ var dirty = false;   // the source lacks a run, or a tab needs an older cursor
 var nextPort = 0;
 var timer = null;
 var backoff = 0;
+var holdUntil = 0;    // a refusal's retry hint (the busy event's data-retry)
 
 function runs() {
   var set = {};
@@ -53,13 +54,16 @@ function connect() {
   source = es;
   es.onopen = function () { backoff = 0; toTabs(null, { kind: 'open' }); };
   es.onerror = function () {
+    if (source !== es) return;
     toTabs(null, { kind: 'error' });
-    if (es.readyState === EventSource.CLOSED && source === es) {
-      // Refused outright: come back later, with the cursors we have now.
-      source = null;
-      backoff = Math.min(Math.max(backoff * 2, 500), 64000);
-      reconnect(backoff);
-    }
+    // Come back ourselves, with the cursors we have now: the browser's own
+    // reconnect would go to the URL as it was opened, whose cursors may be
+    // long past (and pruned). Not sooner than a refusal asked.
+    es.close();
+    source = null;
+    dirty = true;
+    backoff = Math.min(Math.max(backoff * 2, 1000), 64000);
+    reconnect(Math.max(backoff, holdUntil - Date.now()));
   };
   ['message', 'reset', 'close', 'busy'].forEach(function (type) {
     es.addEventListener(type, function (e) { deliver(es, type, e); });
@@ -74,6 +78,10 @@ function deliver(es, type, e) {
   var seq = i >= 0 ? id.slice(i + 1) : '';
   if (run !== null && seq !== '' && (type === 'message' || type === 'reset')) {
     cursors[run] = seq;
+  }
+  if (type === 'busy') {
+    var m = /data-retry="(\d+)"/.exec(e.data);
+    if (m) holdUntil = Date.now() + Number(m[1]);
   }
   toTabs(run, { kind: 'event', type: type, data: e.data, lastEventId: seq });
   if (type === 'close' && run !== null) {
