@@ -27,7 +27,7 @@ func TestBrowser_StreamCapBacksOff(t *testing.T) {
 	var tries []time.Time
 	count := func(next http.Handler) http.Handler {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			if strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/events") {
+			if r.URL.Path == "/streams" {
 				mu.Lock()
 				tries = append(tries, time.Now())
 				mu.Unlock()

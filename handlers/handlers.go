@@ -167,6 +167,8 @@ func (h *Handler) routes() []route {
 		// The approval queue, live; like the page's stream it answers a
 		// missing session or role with a close event.
 		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
+		// Several runs' page streams over one connection (static/tabs.js).
+		{http.MethodGet, "/streams", h.streamRuns, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
 		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support},

@@ -94,6 +94,7 @@ func mxRows() []mxRow {
 		{"GET", "/runs/:id", false, mxOnRun(""), mxWant{L, "200 full", "404", "200 status", "200 full", "200 full", "404", L}},
 		{"GET", "/runs/:id/events", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
 		{"GET", "/queue/events", false, mxPath("/queue/events?after=x"), mxWant{"sse signed-out", "sse denied", "sse denied", "sse denied", "sse queue", "sse denied", "sse denied", "sse signed-out"}},
+		{"GET", "/streams", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
 
 		{"GET", "/support/audit", false, mxPath("/support/audit"), mxWant{L, "403", "403", "403", "403", "200", "200", L}},
 		{"GET", "/support/runs/:id", false, mxOnRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
@@ -133,6 +134,7 @@ func mxUnaskedRows() []mxRow {
 		{"GET", "/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse denied", "sse full", "sse denied", "sse signed-out"}},
 		{"GET", "/support/runs/:id", false, mxOnUnaskedRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
 		{"GET", "/support/runs/:id/export", false, mxOnUnaskedRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
+		{"GET", "/streams", false, mxOnUnaskedRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse denied", "sse full", "sse denied", "sse signed-out"}},
 
 		{"GET", "/api/runs/:id", false, mxOnUnaskedRun(""), mxWant{"401", "200 full", "404", "200 status", "404", "200 full", "404", "200 full"}},
 		{"GET", "/api/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"401", "200 full", "404", "403", "404", "200 full", "404", "200 full"}},
@@ -351,7 +353,10 @@ func mxRunCell(eventType string, askApproval bool) mxCellFunc {
 		}
 		c.run, c.lastSeq = run, run.LastSeq
 		c.path = strings.Replace(row.route, ":id", run.ID.String(), 1)
-		if strings.HasSuffix(row.route, "/events") || strings.HasSuffix(row.route, "/stream") {
+		switch {
+		case row.route == "/streams":
+			c.path += "?run=" + run.ID.String() + ":0" // the run pages' shared stream (tabs.js)
+		case strings.HasSuffix(row.route, "/events") || strings.HasSuffix(row.route, "/stream"):
 			c.path += "?after=0" // whatever cursor they hold
 		}
 		if eventType != "" {
@@ -683,7 +688,8 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 			continue
 		}
 		frames = append(frames, f)
-		if stopAt >= 0 && f.ID == strconv.FormatInt(stopAt, 10) {
+		// /streams names the run before the seq: RUN:SEQ.
+		if _, seq, _ := strings.Cut(f.ID, ":"); stopAt >= 0 && (f.ID == strconv.FormatInt(stopAt, 10) || seq == strconv.FormatInt(stopAt, 10)) {
 			reached = true
 			break
 		}
@@ -758,7 +764,8 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 			t.Errorf("got %d frames (ended=%v), want the close event and the end", len(frames), ended)
 		}
 		for _, f := range frames {
-			if f.ID != "" {
+			// /streams names the run the request named, and no seq.
+			if f.ID != "" && f.ID != cell.run.ID.String()+":" {
 				t.Errorf("a refused stream sent an event with id %s", f.ID)
 			}
 		}

@@ -30,8 +30,11 @@ type subscriber struct {
 	w atomic.Pointer[sseWriter]
 }
 
-func newSubscriber(cfg *StreamConfig, userID int64, cred store.StreamCredential, access Access) *subscriber {
-	s := &subscriber{out: newOutbox(cfg), userID: userID, cred: cred, recheck: make(chan struct{}, 1)}
+// newSubscriber makes a stream's subscriber. ready and recheck are its
+// connection's: one connection may carry several runs' streams, and waits
+// on one channel for all of their hand-overs and one for their re-checks.
+func newSubscriber(cfg *StreamConfig, userID int64, cred store.StreamCredential, access Access, ready, recheck chan struct{}) *subscriber {
+	s := &subscriber{out: newOutbox(cfg, ready), userID: userID, cred: cred, recheck: recheck}
 	s.access.Store(int32(access))
 	return s
 }
@@ -186,7 +189,9 @@ func (o *openStreams) recheckLoop(idle <-chan struct{}) {
 			subs = append(subs, s)
 		}
 		o.mu.Unlock()
-		ctx, cancel := context.WithTimeout(o.ctx, o.every)
+		// Bounded, but not by a short interval: a loaded database must
+		// still answer it.
+		ctx, cancel := context.WithTimeout(o.ctx, max(o.every, 10*time.Second))
 		o.recheck(ctx, subs)
 		cancel()
 	}

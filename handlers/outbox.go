@@ -28,8 +28,12 @@ type outbox struct {
 	ready chan struct{} // something to write, or the cut
 }
 
-func newOutbox(cfg *StreamConfig) *outbox {
-	return &outbox{max: cfg.Buffer, maxBytes: cfg.BufferBytes, ready: make(chan struct{}, 1)}
+// newOutbox makes an outbox that signals ready (nil: a channel of its own).
+func newOutbox(cfg *StreamConfig, ready chan struct{}) *outbox {
+	if ready == nil {
+		ready = make(chan struct{}, 1)
+	}
+	return &outbox{max: cfg.Buffer, maxBytes: cfg.BufferBytes, ready: ready}
 }
 
 type itemKind int

@@ -54,7 +54,8 @@ func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults
 // them.
 func (b *browserApp) outage(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.URL.Path, "/events") && strings.HasPrefix(r.URL.Path, "/runs/") {
+		// The page streams through its browser's shared /streams (tabs.js).
+		if r.URL.Path == "/streams" || strings.HasSuffix(r.URL.Path, "/events") && strings.HasPrefix(r.URL.Path, "/runs/") {
 			b.streams.Add(1)
 			if b.offline.Load() {
 				http.Error(w, "offline", http.StatusServiceUnavailable)

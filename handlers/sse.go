@@ -44,14 +44,24 @@ func (w *sseWriter) retry(d time.Duration) {
 	w.buf.WriteString("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n")
 }
 
-// message frames one event: every line of data gets its own data: field.
-// id < 0 sends no id (the browser keeps its last one).
+// message frames one event whose id is a seq; id < 0 sends no id (the
+// browser keeps its last one).
 func (w *sseWriter) message(event string, id int64, data []byte) {
+	text := ""
+	if id >= 0 {
+		text = strconv.FormatInt(id, 10)
+	}
+	w.event(event, text, data)
+}
+
+// event frames one event: every line of data gets its own data: field; an
+// empty id sends none.
+func (w *sseWriter) event(event, id string, data []byte) {
 	if event != "" {
 		w.buf.WriteString("event: " + event + "\n")
 	}
-	if id >= 0 {
-		w.buf.WriteString("id: " + strconv.FormatInt(id, 10) + "\n")
+	if id != "" {
+		w.buf.WriteString("id: " + id + "\n")
 	}
 	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
 	data = bytes.ReplaceAll(data, []byte("\r"), []byte("\n"))

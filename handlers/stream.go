@@ -5,7 +5,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -35,10 +34,11 @@ import (
 //  5. a finished run, once everything is sent, and a denied viewer get the
 //     named event "close", which htmx-ext-sse's sse-close stops on.
 //
-// One goroutine per stream (the request's own) does all of it: it waits
-// on the tail's hand-overs, the user's grant changes, the batched access
-// re-check, the heartbeat and the client going away, and writes (sse.go)
-// what the format (stream_format.go) renders.
+// One goroutine per connection (the request's own) does all of it, for
+// one run or several (streamConn, tail_conn.go): it waits on the tails'
+// hand-overs, the user's grant changes, the batched access re-check, the
+// heartbeat and the client going away, and writes (sse.go) what the format
+// (stream_format.go) renders.
 
 // StreamConfig tunes the live streams. Zero values take the defaults.
 type StreamConfig struct {
@@ -128,40 +128,12 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 		}
 		return err
 	}
-	u := currentUser(c)
-	sub := newSubscriber(&h.cfg.Stream, u.ID, h.streamCredential(c, run.ID), access)
-	if refused := h.streams.add(sub); refused != "" {
+	sc := h.newStreamConn(c, f)
+	defer sc.end()
+	if refused := sc.add(run, access, cursorParam(c.Request()), ""); refused != "" {
 		return h.refuseBusy(c, f, refused)
 	}
-	defer h.streams.remove(sub)
-	ctx, cancel := context.WithCancelCause(c.Request().Context())
-	defer cancel(nil)
-	defer h.streams.endOnShutdown(cancel)()
-
-	userWake, unsubscribe := h.subscribeUser(u.ID)
-	defer unsubscribe()
-	// Join before the first read: whatever commits from here on either is
-	// in that read or in a page the tail hands over.
-	defer h.tails.join(run.ID, run.LastSeq, sub)()
-	start, err := h.findStart(ctx, c.Request(), run, access)
-	if err != nil {
-		return err
-	}
-	w, err := openStream(c, &h.cfg.Stream)
-	if err != nil {
-		return err
-	}
-	sub.w.Store(w)
-	s := &stream{h: h, c: c, f: f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(u, run, access),
-		sub: sub, w: w, userWake: userWake}
-	err = s.run(ctx, start)
-	if _, cut := sub.out.take(); cut != nil || errors.Is(err, os.ErrDeadlineExceeded) {
-		// A write stuck past its deadline, or one the cut aborted.
-		err = errSlowReader
-	}
-	cancel(err)
-	h.logStreamEnd(c, run.ID, err)
-	return nil
+	return sc.serve()
 }
 
 // streamCredential is what the batched re-check finds the stream's user
@@ -216,9 +188,9 @@ type startPoint struct {
 // one full snapshot read and nothing else. Only one that resumes reads the
 // snapshot's head (the state, without the log) and then replays after it;
 // if pruning overtakes it meanwhile, the reader falls back to a snapshot.
-func (h *Handler) findStart(ctx context.Context, r *http.Request, run *store.Run, access Access) (startPoint, error) {
+func (h *Handler) findStart(ctx context.Context, rawCursor string, run *store.Run, access Access) (startPoint, error) {
 	b := startPoint{access: access}
-	cursor, err := store.ParseCursor(cursorParam(r))
+	cursor, err := store.ParseCursor(rawCursor)
 	if err == nil {
 		err = run.CheckCursor(cursor)
 	}
@@ -262,53 +234,15 @@ type stream struct {
 	viewer   views.Viewer
 	sub      *subscriber
 	w        *sseWriter
-	userWake <-chan struct{}
+	run      *store.Run // as loaded for the access check
+	cursor0  string     // the cursor it was asked to resume from
+	idPrefix string     // "": ids are seqs; "RUN:" on a connection of several runs
+	leave    func()     // leaves the tail and the registry
 
 	v        *views.RunView
 	access   Access
 	cursor   int64 // the last seq handled: sent, or left out for this viewer
 	finished bool  // the run has ended as of cursor
-}
-
-// run sends the stream from b until the close event (nil) or until it
-// must end (the cause).
-func (s *stream) run(ctx context.Context, b startPoint) error {
-	s.access = b.access
-	err := s.begin(ctx, b)
-	hb := time.NewTimer(s.cfg.Heartbeat)
-	defer hb.Stop()
-	for err == nil {
-		if s.finished {
-			err = closeFinished
-			break
-		}
-		if err = s.w.flush(); err != nil {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return context.Cause(ctx)
-		case <-hb.C:
-			s.w.comment("ping")
-		case <-s.userWake:
-			err = s.recheck(ctx)
-		case <-s.sub.recheck:
-			err = s.recheck(ctx)
-		case <-s.sub.out.ready:
-			err = s.handOver(ctx)
-		}
-		hb.Reset(s.cfg.Heartbeat)
-	}
-	var reason closeReason
-	if !errors.As(err, &reason) {
-		return err
-	}
-	data, err := s.f.closing(ctx, reason)
-	if err != nil {
-		return err
-	}
-	s.w.message("close", -1, data)
-	return s.w.flush()
 }
 
 // begin sends the start: a reset to the snapshot, or the replay after the
@@ -363,16 +297,6 @@ func pageLimitOf(n int) int { return min(max(n, 1), store.MaxPage) }
 // item that does not follow on from the cursor (a gap, or merged
 // narration that overlaps what was sent) is read from the store instead.
 func (s *stream) handOver(ctx context.Context) error {
-	// The listener wakes in commit order, so a grant change that committed
-	// before what the tail read is signalled already: honour it before
-	// sending events it may hide.
-	select {
-	case <-s.userWake:
-		if err := s.recheck(ctx); err != nil {
-			return err
-		}
-	default:
-	}
 	items, cut := s.sub.out.take()
 	if cut != nil {
 		return cut
@@ -415,7 +339,7 @@ func (s *stream) send(ctx context.Context, ev store.Event, live bool) error {
 	if err != nil || data == nil {
 		return err
 	}
-	s.w.message(name, ev.Seq, data)
+	s.message(name, ev.Seq, data)
 	if live {
 		metrics.StreamDelivery.Observe(time.Since(ev.CreatedAt).Seconds())
 	}
@@ -425,7 +349,7 @@ func (s *stream) send(ctx context.Context, ev store.Event, live bool) error {
 // recheck decides the viewer's access again: the stream ends, goes on, or
 // starts over from a snapshot of what may now be shown.
 func (s *stream) recheck(ctx context.Context) error {
-	now, signedOut, err := s.h.recheckAccess(s.c)
+	now, signedOut, err := s.h.recheckAccess(s.c, s.runID)
 	switch {
 	case err != nil:
 		return err
@@ -463,15 +387,15 @@ func (s *stream) reset(ctx context.Context, snap *store.Snapshot, banner bool) e
 		return err
 	}
 	s.v.Narration, s.v.Timeline = nil, nil
-	s.w.message("reset", snap.CoveringSeq, data)
+	s.message("reset", snap.CoveringSeq, data)
 	return nil
 }
 
 // recheckAccess reloads the user through the credential the stream came
 // with (reloadUser: a logged-out session or a revoked token no longer
-// works) and decides their access again through loadRun, the hook every
-// stream request goes through. signedOut: the credential no longer works.
-func (h *Handler) recheckAccess(c echo.Context) (access Access, signedOut bool, err error) {
+// works) and decides their access to the run again, as loadRun does for
+// every request. signedOut: the credential no longer works.
+func (h *Handler) recheckAccess(c echo.Context, runID uuid.UUID) (access Access, signedOut bool, err error) {
 	u, err := h.reloadUser(c)
 	if errors.Is(err, store.ErrNotFound) {
 		return AccessNone, true, nil
@@ -480,11 +404,14 @@ func (h *Handler) recheckAccess(c echo.Context) (access Access, signedOut bool, 
 		return AccessNone, false, err
 	}
 	c.Set(ctxUser, u)
-	_, access, err = h.loadRun(c)
+	run, hasApproval, err := h.store.RunForAccess(c.Request().Context(), runID)
 	if errors.Is(err, store.ErrNotFound) {
 		return AccessNone, false, nil
 	}
-	return access, false, err
+	if err != nil {
+		return AccessNone, false, err
+	}
+	return h.accessTo(u, run, hasApproval), false, nil
 }
 
 // recheckStreams re-reads, in one query, what the access of every open
@@ -514,7 +441,9 @@ func (h *Handler) recheckStreams(ctx context.Context, subs []*subscriber) {
 
 func (s *stream) viewerFor(a Access) views.Viewer {
 	if a != AccessFull {
-		return views.Viewer{}
+		// Who is looking stays the same: their own decisions still read
+		// "you"; only what they may do goes.
+		return views.Viewer{UserID: s.viewer.UserID, Staff: s.viewer.Staff}
 	}
 	return s.viewer
 }

@@ -44,7 +44,7 @@ func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused string) err
 		return err
 	}
 	var buf bytes.Buffer
-	if err := views.StreamBusy(msg).Render(c.Request().Context(), &buf); err != nil {
+	if err := views.StreamBusy(msg, wait.Milliseconds()).Render(c.Request().Context(), &buf); err != nil {
 		return err
 	}
 	w.retry(wait)

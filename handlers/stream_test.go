@@ -741,12 +741,16 @@ func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
 	const n = 400
 	big := strings.Repeat("x", 200)
 	var want strings.Builder
+	// One commit: the shared tail reads them in one go and offers them
+	// all at once, however the wake-ups after single commits would fall.
+	evs := make([]store.NewEvent, n)
 	for i := range n {
 		text := fmt.Sprintf("%d:%s ", i, big)
 		want.WriteString(text)
-		if _, err := st.Append(ctx, a.run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}}); err != nil {
-			t.Fatal(err)
-		}
+		evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}}
+	}
+	if _, err := st.Append(ctx, a.run.ID, evs...); err != nil {
+		t.Fatal(err)
 	}
 	// Now read, with room to do it quickly.
 	conn.SetReadBuffer(1 << 20)

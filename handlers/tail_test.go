@@ -98,7 +98,8 @@ func TestStream_IdleStreamGoroutines(t *testing.T) {
 	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: n}}, withListener())
 	c := a.customerClient(t)
 	c.CloseIdleConnections()
-	testkit.WaitUntil(t, "the login's connections to close", 10*time.Second, func() bool { return serverGoroutines() == 0 })
+	// Other tests' servers may still be winding down: count from here.
+	before := serverGoroutines()
 	conns := make([]*sseConn, n)
 	for i := range conns {
 		conns[i] = a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
@@ -108,7 +109,7 @@ func TestStream_IdleStreamGoroutines(t *testing.T) {
 	// The tail's read goroutine may still be on its way out.
 	var got int
 	testkit.WaitUntil(t, "the server's goroutines to settle", 10*time.Second, func() bool {
-		got = serverGoroutines()
+		got = serverGoroutines() - before
 		return got <= 2*n+1
 	})
 	t.Logf("%d server goroutines for %d idle streams (%.2f per stream)", got, n, float64(got)/n)
@@ -220,5 +221,40 @@ func TestStream_BatchedRecheckWakesOnlyTheChanged(t *testing.T) {
 	}
 	if ev := theirs.next(t); ev.Event != "" || ev.ID != "2" {
 		t.Errorf("support's stream got %+v, want seq 2 and no reset", ev)
+	}
+}
+
+// TestStreams_SeveralRunsOneConnection: GET /streams carries the page
+// streams of several runs over one connection, each message's id naming
+// its run and seq; a run the user may not see is closed at once, a run
+// that finishes is closed while the others go on.
+func TestStreams_SeveralRunsOneConnection(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, withListener())
+	first, second := a.run, a.startRun(t)
+	theirs := a.app.startRun(t, "customer2@example.com", 100)
+	c := a.customerClient(t)
+	s := a.open(t, c, "/streams?run="+first.ID.String()+":1&run="+second.ID.String()+":1&run="+theirs.ID.String()+":0", "")
+	if ev := s.next(t); ev.Event != "close" || ev.ID != theirs.ID.String()+":" || !strings.Contains(ev.Data, "not available to you") {
+		t.Fatalf("got %+v, want the other customer's run closed as not available", ev)
+	}
+	a.narrate(t, 1, 1) // first's seq 2
+	if ev := s.next(t); ev.ID != first.ID.String()+":2" || !strings.Contains(ev.Data, "w1") {
+		t.Fatalf("got %+v, want the first run's seq 2", ev)
+	}
+	if _, err := a.store.FinishRun(context.Background(), second.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{second.ID.String() + ":2", second.ID.String() + ":3"} {
+		if ev := s.next(t); ev.ID != want {
+			t.Fatalf("got %+v, want id %s", ev, want)
+		}
+	}
+	if ev := s.next(t); ev.Event != "close" || ev.ID != second.ID.String()+":" || !strings.Contains(ev.Data, "finished") {
+		t.Fatalf("got %+v, want the second run closed as finished", ev)
+	}
+	a.narrate(t, 2, 1) // first's seq 3: the connection goes on
+	if ev := s.next(t); ev.ID != first.ID.String()+":3" {
+		t.Fatalf("got %+v, want the first run's seq 3", ev)
 	}
 }

@@ -1,0 +1,254 @@
+package handlers
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/store"
+)
+
+// streamConn is one client connection carrying the streams of one or more
+// runs. One goroutine (the request's) serves all of them: it waits on one
+// channel for every run's hand-overs, one for the batched re-check, the
+// user's grant changes, the heartbeat and the client going away.
+type streamConn struct {
+	h *Handler
+	c echo.Context
+	f streamFormat
+	u *store.User
+
+	ready, recheck chan struct{}
+	userWake       <-chan struct{}
+	unsubscribe    func()
+	streams        []*stream
+	denied         []uuid.UUID // runs named that the user may not see
+	w              *sseWriter
+}
+
+func (h *Handler) newStreamConn(c echo.Context, f streamFormat) *streamConn {
+	u := currentUser(c)
+	sc := &streamConn{h: h, c: c, f: f, u: u, ready: make(chan struct{}, 1), recheck: make(chan struct{}, 1)}
+	sc.userWake, sc.unsubscribe = h.subscribeUser(u.ID)
+	return sc
+}
+
+// add registers run's stream on the connection (or says which cap refused
+// it) and joins the run's tail: before the first read, so whatever commits
+// from here on either is in that read or in a page the tail hands over.
+func (sc *streamConn) add(run *store.Run, access Access, cursor, idPrefix string) (refused string) {
+	h := sc.h
+	sub := newSubscriber(&h.cfg.Stream, sc.u.ID, h.streamCredential(sc.c, run.ID), access, sc.ready, sc.recheck)
+	if refused = h.streams.add(sub); refused != "" {
+		return refused
+	}
+	leaveTail := h.tails.join(run.ID, run.LastSeq, sub)
+	s := &stream{h: h, c: sc.c, f: sc.f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(sc.u, run, access),
+		sub: sub, run: run, cursor0: cursor, idPrefix: idPrefix, access: access}
+	s.leave = func() { leaveTail(); h.streams.remove(sub) }
+	sc.streams = append(sc.streams, s)
+	return ""
+}
+
+// end leaves what is still joined. Safe to call twice.
+func (sc *streamConn) end() {
+	for _, s := range sc.streams {
+		s.leave()
+	}
+	sc.streams = nil
+	sc.unsubscribe()
+}
+
+// serve opens the event stream and sends every run's stream until each
+// has ended, the client has gone or the server shuts down.
+func (sc *streamConn) serve() error {
+	h, c := sc.h, sc.c
+	ctx, cancel := context.WithCancelCause(c.Request().Context())
+	defer cancel(nil)
+	defer h.streams.endOnShutdown(cancel)()
+	starts := make([]startPoint, len(sc.streams))
+	for i, s := range sc.streams {
+		var err error
+		if starts[i], err = h.findStart(ctx, s.cursor0, s.run, s.access); err != nil {
+			return err
+		}
+	}
+	w, err := openStream(c, &h.cfg.Stream)
+	if err != nil {
+		return err
+	}
+	sc.w = w
+	for _, id := range sc.denied {
+		// In the same words as one run's stream: a tab of a run its user
+		// may not see stops asking.
+		data, err := sc.f.closing(ctx, closeDenied)
+		if err != nil {
+			return err
+		}
+		w.event("close", id.String()+":", data)
+	}
+	for _, s := range sc.streams {
+		s.w = w
+		s.sub.w.Store(w)
+	}
+	i := 0
+	err = sc.each(ctx, func(s *stream) error { i++; return s.begin(ctx, starts[i-1]) })
+	if err == nil {
+		err = sc.loop(ctx)
+	}
+	for _, s := range sc.streams {
+		if _, cut := s.sub.out.take(); cut != nil {
+			err = errSlowReader
+		}
+	}
+	if errors.Is(err, os.ErrDeadlineExceeded) {
+		// A write stuck past its deadline, or one a cut aborted.
+		err = errSlowReader
+	}
+	cancel(err)
+	for _, s := range sc.streams {
+		h.logStreamEnd(c, s.runID, err)
+	}
+	return nil
+}
+
+func (sc *streamConn) loop(ctx context.Context) error {
+	hb := time.NewTimer(sc.h.cfg.Stream.Heartbeat)
+	defer hb.Stop()
+	recheck := func(s *stream) error { return s.recheck(ctx) }
+	var err error
+	for err == nil && len(sc.streams) > 0 {
+		if err = sc.w.flush(); err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return context.Cause(ctx)
+		case <-hb.C:
+			sc.w.comment("ping")
+		case <-sc.userWake:
+			err = sc.each(ctx, recheck)
+		case <-sc.recheck:
+			err = sc.each(ctx, recheck)
+		case <-sc.ready:
+			// The listener wakes in commit order, so a grant change that
+			// committed before what the tail read is signalled already:
+			// honour it before sending events it may hide.
+			select {
+			case <-sc.userWake:
+				err = sc.each(ctx, recheck)
+			default:
+			}
+			if err == nil {
+				err = sc.each(ctx, func(s *stream) error { return s.handOver(ctx) })
+			}
+		}
+		hb.Reset(sc.h.cfg.Stream.Heartbeat)
+	}
+	if err == nil {
+		err = sc.w.flush()
+	}
+	return err
+}
+
+// each runs f for every run's stream. A stream whose run has finished, or
+// that f ends with a closeReason, gets the close event and leaves; any
+// other error ends the connection.
+func (sc *streamConn) each(ctx context.Context, f func(*stream) error) error {
+	live := sc.streams[:0]
+	for i, s := range sc.streams {
+		err := f(s)
+		if err == nil && s.finished {
+			err = closeFinished
+		}
+		var reason closeReason
+		switch {
+		case errors.As(err, &reason):
+			err = s.close(ctx, reason)
+			s.leave()
+		case err == nil:
+			live = append(live, s)
+		}
+		if err != nil {
+			// What is not yet handled stays joined, for end to leave.
+			sc.streams = append(live, sc.streams[i+1:]...)
+			return err
+		}
+	}
+	sc.streams = live
+	return nil
+}
+
+// close sends the close event for the stream's reason.
+func (s *stream) close(ctx context.Context, reason closeReason) error {
+	data, err := s.f.closing(ctx, reason)
+	if err != nil {
+		return err
+	}
+	s.message("close", -1, data)
+	return nil
+}
+
+// message writes one event; its id is the seq (none below 0), after the
+// run's prefix on a connection of several runs.
+func (s *stream) message(name string, seq int64, data []byte) {
+	id := s.idPrefix
+	if seq >= 0 {
+		id += strconv.FormatInt(seq, 10)
+	}
+	s.w.event(name, id, data)
+}
+
+// streamRuns is GET /streams?run=ID:AFTER&run=ID:AFTER…: the run page's
+// HTML streams of several runs over one connection, so the tabs of one
+// browser share one of its six HTTP/1.1 connections per origin
+// (static/tabs.js). Each run counts against the caps as a stream; a
+// message's id is "RUN:SEQ" (a close event's "RUN:").
+func (h *Handler) streamRuns(c echo.Context) error {
+	f := htmlStream{}
+	if currentUser(c) == nil {
+		return h.refuseStream(c, f, closeSignedOut)
+	}
+	specs := c.QueryParams()["run"]
+	if len(specs) == 0 || len(specs) > h.cfg.Stream.MaxPerUser {
+		return echo.NewHTTPError(http.StatusBadRequest,
+			fmt.Sprintf("Name between 1 and %d runs, each as run=ID:AFTER.", h.cfg.Stream.MaxPerUser))
+	}
+	sc := h.newStreamConn(c, f)
+	defer sc.end()
+	var denied []uuid.UUID
+	seen := map[uuid.UUID]bool{}
+	for _, spec := range specs {
+		idText, cursor, _ := strings.Cut(spec, ":")
+		id, err := uuid.Parse(idText)
+		if err != nil || seen[id] {
+			continue
+		}
+		seen[id] = true
+		run, hasApproval, err := h.store.RunForAccess(c.Request().Context(), id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		access := AccessNone
+		if err == nil {
+			access = h.accessTo(sc.u, run, hasApproval)
+		}
+		if access == AccessNone {
+			denied = append(denied, id)
+			continue
+		}
+		if refused := sc.add(run, access, cursor, id.String()+":"); refused != "" {
+			return h.refuseBusy(c, f, refused)
+		}
+	}
+	sc.denied = denied
+	return sc.serve()
+}

@@ -1,0 +1,94 @@
+package store_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/store"
+)
+
+// TestStreamAccess_OneQueryForMany: the batched re-check answers each
+// credential in order: a live session and a live token find their user
+// with current grants; an ended session, a revoked token, a disabled user
+// and a missing run find nothing.
+func TestStreamAccess_OneQueryForMany(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := seeded(t)
+	customer, err := s.UserByEmail(ctx, "customer@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	support, err := s.UserByEmail(ctx, "support@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, err := s.OrdersByCustomer(ctx, customer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := s.StartRun(ctx, store.StartRequest{OwnerID: customer.ID, ClientRequestID: uuid.NewString(),
+		OrderID: orders[0].ID, Amount: 1, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.CreateSession(ctx, customer.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := s.CreateSession(ctx, customer.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndSession(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	_, token, err := s.CreateToken(ctx, support.ID, "stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, revoked, err := s.CreateToken(ctx, support.ID, "revoked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeToken(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	creds := []store.StreamCredential{
+		{SessionID: live, RunID: run.ID},
+		{Token: token, RunID: run.ID},
+		{SessionID: ended, RunID: run.ID},
+		{Token: revoked, RunID: run.ID},
+		{SessionID: live, RunID: uuid.New()},
+	}
+	facts, err := s.StreamAccess(ctx, creds)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(facts) != len(creds) {
+		t.Fatalf("%d answers for %d credentials", len(facts), len(creds))
+	}
+	if u := facts[0].User; u == nil || u.ID != customer.ID || !u.Has(store.GrantRefundAccess) || facts[0].Run == nil || facts[0].Run.OwnerID != customer.ID {
+		t.Errorf("live session: %+v, want the customer with refund_access and their run", facts[0])
+	}
+	if u := facts[1].User; u == nil || u.ID != support.ID || u.Role != store.RoleSupport {
+		t.Errorf("live token: %+v, want support", facts[1])
+	}
+	for i, what := range map[int]string{2: "ended session", 3: "revoked token"} {
+		if facts[i].User != nil {
+			t.Errorf("%s: user %+v, want none", what, facts[i].User)
+		}
+	}
+	if facts[4].Run != nil || facts[4].User == nil {
+		t.Errorf("missing run: %+v, want the user and no run", facts[4])
+	}
+	if err := s.SetDisabled(ctx, customer.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if facts, err = s.StreamAccess(ctx, creds[:1]); err != nil || facts[0].User != nil {
+		t.Errorf("disabled user: %+v, %v, want no user", facts, err)
+	}
+}
