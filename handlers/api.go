@@ -334,7 +334,7 @@ func (h *Handler) apiShowRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := h.store.SnapshotHead(c.Request().Context(), run.ID)
+	snap, err := h.store.SnapshotState(c.Request().Context(), run.ID)
 	if err != nil {
 		return err
 	}

@@ -63,12 +63,14 @@ func TestStream_ReadsPerWakeupDoNotGrowWithWatchers(t *testing.T) {
 		}
 		r, w := testutil.ToFloat64(metrics.StreamReads)-r0, testutil.ToFloat64(metrics.StreamWakeups)-w0
 		t.Logf("N=%d watchers: %v store reads, %v wake-ups for %d appends (%.2f reads per wake-up)", n, r, w, appends, r/w)
-		if r < 1 || r > appends || r > w {
+		// One notification may trail the read that already caught up
+		// (notices go out after commit): hence appends+1.
+		if r < 1 || r > appends+1 || r > w {
 			t.Errorf("N=%d: %v reads for %d appends and %v wake-ups, want at most one read per wake-up", n, r, appends, w)
 		}
 		reads[n] = r
 	}
-	if reads[100] > reads[1] {
+	if reads[100] > reads[1]+1 {
 		t.Errorf("100 watchers cost %v reads, one watcher %v: want no more", reads[100], reads[1])
 	}
 }

@@ -17,3 +17,6 @@ func (s *Store) AppendThenRollBack(ctx context.Context, runID uuid.UUID, fail er
 		return fail
 	})
 }
+
+// MarksSQL is the snapshot head's query of the log's marks.
+var MarksSQL = marksSQL

@@ -1,0 +1,49 @@
+package store_test
+
+import (
+	"context"
+	"strings"
+	"testing"
+
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+// TestSnapshotHead_ReadsOnlyTheMarks: a resuming stream's snapshot head
+// reads the events that say who decided, through their partial index, not
+// the whole log: on a run with 500 narration events the plan uses the
+// index, and the head holds the marks and no events.
+func TestSnapshotHead_ReadsOnlyTheMarks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "marks", 1)
+	evs := make([]store.NewEvent, 500)
+	for i := range evs {
+		evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "word "}}
+	}
+	if _, err := f.s.Append(ctx, run.ID, evs...); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventCancelRequested, Payload: map[string]any{"by": f.customer.ID}}); err != nil {
+		t.Fatal(err)
+	}
+	db := storetest.DB(t, f.s)
+	if _, err := db.ExecContext(ctx, `ANALYZE run_events`); err != nil {
+		t.Fatal(err)
+	}
+	var plan []string
+	if err := db.SelectContext(ctx, &plan, `EXPLAIN `+store.MarksSQL, run.ID, 1000); err != nil {
+		t.Fatal(err)
+	}
+	if p := strings.Join(plan, "\n"); !strings.Contains(p, "run_events_marks_idx") {
+		t.Errorf("the marks query does not use run_events_marks_idx:\n%s", p)
+	}
+	head, err := f.s.SnapshotHead(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(head.Events) != 0 || len(head.Marks) != 1 || head.Marks[0].Type != store.EventCancelRequested {
+		t.Errorf("head: %d events, marks %+v; want none and the one cancel", len(head.Events), head.Marks)
+	}
+}
