@@ -167,8 +167,11 @@ func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 		}
 		run := o.startAwaiting(t)
 		o.decide(t, o.approver, run.ID, "approve", nil)
-		testkit.WaitUntil(t, "the refund sent", 20*time.Second, func() bool {
-			return a.count(t, `SELECT count(*) FROM operations WHERE run_id = $1`, run.ID) > 0
+		// Until the provider has it, a cancel still stops the money: wait for
+		// the provider's own ledger, not just our operation row.
+		testkit.WaitUntil(t, "the refund at the provider", 20*time.Second, func() bool {
+			return a.count(t, `SELECT count(*) FROM provider_refunds p JOIN operations o ON p.key = o.id::text
+                WHERE o.run_id = $1`, run.ID) > 0
 		})
 		// Once the provider may have the refund, the page offers no cancel
 		// and says why.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"os"
 	"strconv"
 	"strings"
 	"time"
@@ -149,7 +150,9 @@ func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.Stream
 // logStreamEnd notes why a stream ended, when it is worth a line.
 func (h *Handler) logStreamEnd(c echo.Context, runID uuid.UUID, err error) {
 	switch {
-	case errors.Is(err, errSlowReader):
+	case errors.Is(err, errSlowReader), errors.Is(err, os.ErrDeadlineExceeded):
+		// Cut for not reading: the outbox overflowed, or a write outlived
+		// SlowAfter (its deadline).
 		metrics.StreamSlowCuts.Inc()
 		h.log.Info("stream closed: subscriber too slow", "run", runID)
 	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
