@@ -194,7 +194,7 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	done := start("customer@example.com", "Trail running shoes", 12999, "The soles came apart after two runs.")
 	narrate(done, "I'm looking at order #1: trail running shoes, €129.99, paid in full. ")
 	narrate(done, "A full refund is within policy, but at this amount an approver decides.")
-	_, err := a.store.RequestApproval(ctx, done.ID, map[string]any{"amount": done.Amount, "currency": done.Currency})
+	_, err := a.store.RequestApproval(ctx, done.ID, map[string]any{"action": "refund", "order_id": done.OrderID, "amount": done.Amount, "currency": done.Currency})
 	must(err)
 	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), done.ID, approver.ID)
 	must(err)
@@ -215,7 +215,7 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 
 	waiting := start("customer2@example.com", "Espresso machine", 34900, "It arrived with a cracked water tank.")
 	narrate(waiting, "The order was paid in full; the amount needs an approver.")
-	_, err = a.store.RequestApproval(ctx, waiting.ID, map[string]any{"amount": waiting.Amount, "currency": waiting.Currency})
+	_, err = a.store.RequestApproval(ctx, waiting.ID, map[string]any{"action": "refund", "order_id": waiting.OrderID, "amount": waiting.Amount, "currency": waiting.Currency})
 	must(err)
 	start("customer@example.com", "Water bottle", 1599, "It leaks.")
 
