@@ -68,7 +68,7 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 	evs, err := h.store.EventsAfter(ctx, run.ID, after, limit+1)
 	switch code := store.ErrorCode(err); {
 	case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
-		snap, serr := h.store.Snapshot(ctx, run.ID)
+		snap, serr := h.store.SnapshotState(ctx, run.ID)
 		if serr != nil {
 			return serr
 		}
