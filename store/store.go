@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/jmoiron/sqlx"
-	_ "github.com/lib/pq" // the PostgreSQL driver
+	"github.com/lib/pq" // also the PostgreSQL driver
 	"github.com/pressly/goose/v3"
 
 	"github.com/refundd/refundd/migrations"
@@ -183,8 +183,30 @@ func affected(res sql.Result, what string) (int64, error) {
 	return n, nil
 }
 
-// inTx runs fn in one transaction, committing when it returns nil.
+// inTx runs fn in one transaction, committing when it returns nil. A
+// transaction PostgreSQL chose as a deadlock's victim rolled back whole, so
+// it is run again from the start, up to txAttempts times: every fn is
+// database work only, and what it computes is set afresh on each attempt.
 func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+	var err error
+	for range txAttempts {
+		if err = s.inTxOnce(ctx, fn); !isDeadlock(err) {
+			return err
+		}
+	}
+	return err
+}
+
+// txAttempts bounds how often inTx runs a transaction that deadlocked.
+const txAttempts = 3
+
+// isDeadlock reports PostgreSQL's deadlock_detected (40P01).
+func isDeadlock(err error) bool {
+	var pe *pq.Error
+	return errors.As(err, &pe) && pe.Code == "40P01"
+}
+
+func (s *Store) inTxOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
 	if err := s.warm(ctx); err != nil {
 		return err
 	}
