@@ -958,7 +958,9 @@ func TestSoakWatcher_SeesGapsReusedSeqsAndBackwardResets(t *testing.T) {
 	viol := &tally{}
 	w := newWatcher(&soakAPI{stats: &tally{}}, "", runID, viol, nil)
 	msg := func(seq int64, id uuid.UUID) testkit.SSEEvent {
-		b, err := json.Marshal(store.Event{RunID: runID, Seq: seq, EventID: id, Type: store.EventNarrationDelta, Payload: json.RawMessage(`{"text":"x"}`)})
+		// Business events: a reset may go back past lost narration only.
+		b, err := json.Marshal(store.Event{RunID: runID, Seq: seq, EventID: id, Type: store.EventRunPlanning,
+			Class: store.ClassBusiness, Payload: json.RawMessage(`{}`)})
 		if err != nil {
 			t.Fatal(err)
 		}

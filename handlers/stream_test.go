@@ -625,7 +625,7 @@ func TestStream_SlowReader(t *testing.T) {
 		}
 		break
 	}
-	testkit.WaitUntil(t, "the cut to be counted", 10*time.Second, func() bool {
+	testkit.WaitUntil(t, "the cut to be counted", 30*time.Second, func() bool {
 		return testutil.ToFloat64(metrics.StreamSlowCuts) > cuts
 	})
 	// What it had been sent was the stream's start, then the server hung up.
