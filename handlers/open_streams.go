@@ -28,6 +28,8 @@ type subscriber struct {
 	// w is the stream's writer once open: a cut aborts a write stuck on a
 	// client that does not read.
 	w atomic.Pointer[sseWriter]
+	// cutOnce counts the cut once (metrics.StreamSlowCuts), where it happens.
+	cutOnce atomic.Bool
 }
 
 // newSubscriber makes a stream's subscriber. ready and recheck are its
@@ -43,6 +45,9 @@ func newSubscriber(cfg *StreamConfig, userID int64, cred store.StreamCredential,
 func (s *subscriber) offer(it item) bool {
 	if s.out.offer(it) {
 		return true
+	}
+	if s.cutOnce.CompareAndSwap(false, true) {
+		metrics.StreamSlowCuts.Inc()
 	}
 	if w := s.w.Load(); w != nil {
 		w.abort()

@@ -13,6 +13,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/store"
 )
 
@@ -104,13 +105,18 @@ func (sc *streamConn) serve() error {
 	if err == nil {
 		err = sc.loop(ctx)
 	}
+	overflowed := false
 	for _, s := range sc.streams {
 		if _, cut := s.sub.out.take(); cut != nil {
-			err = errSlowReader
+			overflowed = true // counted where it was cut (subscriber.offer)
 		}
 	}
-	if errors.Is(err, os.ErrDeadlineExceeded) {
-		// A write stuck past its deadline, or one a cut aborted.
+	if errors.Is(err, os.ErrDeadlineExceeded) && !overflowed {
+		// A write stuck past its deadline: a client that does not read.
+		metrics.StreamSlowCuts.Inc()
+		overflowed = true
+	}
+	if overflowed {
 		err = errSlowReader
 	}
 	cancel(err)
