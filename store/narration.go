@@ -92,21 +92,9 @@ func (s *Store) AppendNarration(ctx context.Context, runID uuid.UUID, text strin
 func (s *Store) writeNarration() {
 	b := &s.narration
 	for {
-		var batch []narrationPiece
-		select {
-		case p := <-b.queue:
-			batch = append(batch, p)
-		case <-b.quit:
+		batch, ok := gather(b.queue, b.quit, maxNarrationBatch)
+		if !ok {
 			return
-		}
-	gather:
-		for len(batch) < maxNarrationBatch {
-			select {
-			case p := <-b.queue:
-				batch = append(batch, p)
-			default:
-				break gather
-			}
 		}
 		written, err := s.appendNarrationBatch(batch)
 		for _, p := range batch {
@@ -120,6 +108,27 @@ func (s *Store) writeNarration() {
 			}
 		}
 	}
+}
+
+// gather waits for one item, then takes what else waits, up to max: the
+// batch of a group-commit writer (narration, notices). ok is false once
+// quit is closed.
+func gather[T any](queue <-chan T, quit <-chan struct{}, max int) (batch []T, ok bool) {
+	select {
+	case x := <-queue:
+		batch = append(batch, x)
+	case <-quit:
+		return nil, false
+	}
+	for len(batch) < max {
+		select {
+		case x := <-queue:
+			batch = append(batch, x)
+		default:
+			return batch, true
+		}
+	}
+	return batch, true
 }
 
 // narrationSQL appends every piece of a batch: each run's pieces are

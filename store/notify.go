@@ -2,6 +2,7 @@ package store
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"time"
 
@@ -111,26 +112,16 @@ func (s *Store) notify(ns ...notice) {
 func (s *Store) sendNotices() {
 	n := &s.notifier
 	for {
-		var batch []notice
-		select {
-		case x := <-n.queue:
-			batch = append(batch, x)
-		case <-n.quit:
+		batch, ok := gather(n.queue, n.quit, maxNotices)
+		if !ok {
 			return
 		}
-		seen := map[notice]bool{batch[0]: true}
-	gather:
-		for len(batch) < maxNotices {
-			select {
-			case x := <-n.queue:
-				if !seen[x] {
-					seen[x] = true
-					batch = append(batch, x)
-				}
-			default:
-				break gather
-			}
-		}
+		seen := make(map[notice]bool, len(batch))
+		batch = slices.DeleteFunc(batch, func(x notice) bool {
+			dup := seen[x]
+			seen[x] = true
+			return dup
+		})
 		if err := s.sendBatch(batch); err != nil {
 			metrics.NoticesLost.Add(float64(len(batch)))
 		}
