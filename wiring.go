@@ -135,7 +135,8 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, log
 	// echo's own Server, so handlers can RegisterOnShutdown (streams).
 	srv := e.Server
 	srv.Handler = e
-	ln = capConnections(ln, srv, maxConns)
+	counted := capConnections(ln, srv, maxConns)
+	ln = counted
 	// A connection that sends no request, or sits idle between requests,
 	// is closed soon: neither may hold a slot that pages need.
 	srv.ReadHeaderTimeout = 10 * time.Second
@@ -161,6 +162,12 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, log
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
 	<-served // Serve has returned http.ErrServerClosed
+	// Shutdown does not wait for the streams that detached their
+	// connections; they were told to end (RegisterOnShutdown) and close
+	// their connections themselves.
+	if werr := counted.waitClosed(shutdownCtx); werr != nil && err == nil {
+		err = werr
+	}
 	if err != nil {
 		return fmt.Errorf("http shutdown: %w", err)
 	}
@@ -174,28 +181,64 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, log
 // pool and the listener need. Near the cap (nine tenths) keep-alive is
 // turned off, which closes idle connections at once, so clients that hold
 // connections without using them cannot keep pages and health checks out;
-// it comes back on below three quarters.
-func capConnections(ln net.Listener, srv *http.Server, max int) net.Listener {
-	var open atomic.Int64
+// it comes back on below three quarters. Connections are counted from
+// accept to close, so a stream that detached its connection from the
+// server (handlers/sse.go) still counts.
+func capConnections(ln net.Listener, srv *http.Server, max int) *countedListener {
 	high, low := int64(max)*9/10, int64(max)*3/4
-	srv.ConnState = func(_ net.Conn, s http.ConnState) {
-		var n int64
-		switch s {
-		case http.StateNew:
-			n = open.Add(1)
-		case http.StateClosed, http.StateHijacked:
-			n = open.Add(-1)
-		default:
-			return
-		}
+	return &countedListener{Listener: netutil.LimitListener(ln, max), change: func(n int64, opened bool) {
 		switch {
-		case s == http.StateNew && n == high:
+		case opened && n == high:
 			srv.SetKeepAlivesEnabled(false)
-		case s != http.StateNew && n == low:
+		case !opened && n == low:
 			srv.SetKeepAlivesEnabled(true)
 		}
+	}}
+}
+
+// countedListener counts its open connections and tells change each time
+// the count moves.
+type countedListener struct {
+	net.Listener
+	open   atomic.Int64
+	change func(n int64, opened bool)
+}
+
+func (l *countedListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
 	}
-	return netutil.LimitListener(ln, max)
+	l.change(l.open.Add(1), true)
+	return &countedConn{Conn: c, l: l}, nil
+}
+
+// waitClosed waits until every connection is closed, or ctx ends.
+func (l *countedListener) waitClosed(ctx context.Context) error {
+	t := time.NewTicker(10 * time.Millisecond)
+	defer t.Stop()
+	for l.open.Load() > 0 {
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("%d connections still open: %w", l.open.Load(), context.Cause(ctx))
+		case <-t.C:
+		}
+	}
+	return nil
+}
+
+type countedConn struct {
+	net.Conn
+	l      *countedListener
+	closed atomic.Bool
+}
+
+func (c *countedConn) Close() error {
+	err := c.Conn.Close()
+	if c.closed.CompareAndSwap(false, true) {
+		c.l.change(c.l.open.Add(-1), false)
+	}
+	return err
 }
 
 // baseURL is the address people can open: an unspecified listen address

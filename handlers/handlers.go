@@ -148,6 +148,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/healthz", h.healthz, public},
 		{http.MethodGet, "/readyz", h.readyz, public},
 		{http.MethodGet, "/metrics", h.metrics, public},
+		{http.MethodGet, "/debug/pprof/*", h.profile, public},
 		{http.MethodGet, "/static/*", h.static, public},
 		{http.MethodHead, "/static/*", h.static, public},
 

@@ -1,16 +1,20 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/http/httptest"
 	"net/url"
 	"os"
 	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +38,7 @@ const testSessionKey = "test-session-key-0123456789abcdef"
 // app is one test's server over its own seeded database.
 type app struct {
 	srv   *httptest.Server
+	conns *connTracker // every connection the server accepted and has not closed
 	e     *echo.Echo
 	store *store.Store
 	db    *sqlx.DB      // the test's own pool, for rows read or changed directly
@@ -120,6 +125,8 @@ func newApp(t *testing.T, cfg handlers.Config, opts ...appOption) *app {
 	if setup.server != nil {
 		setup.server(a.srv)
 	}
+	a.conns = &connTracker{Listener: a.srv.Listener, open: map[*trackedConn]struct{}{}}
+	a.srv.Listener = a.conns
 	a.srv.Start()
 	t.Cleanup(a.srv.Close)
 	// Runs before srv.Close (cleanups run last first): end open streams,
@@ -488,4 +495,108 @@ func TestStatic(t *testing.T) {
 			t.Errorf("GET %s = %d, want 404", hidden, got)
 		}
 	}
+}
+
+// connTracker knows every connection the server accepted until it is
+// closed, whoever closes it: the HTTP server, or a stream that detached
+// its connection from the server (which httptest.Server no longer sees).
+type connTracker struct {
+	net.Listener
+	mu      sync.Mutex
+	open    map[*trackedConn]struct{}
+	onClose func(net.Conn)
+}
+
+type trackedConn struct {
+	net.Conn
+	l    *connTracker
+	once sync.Once
+}
+
+func (l *connTracker) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	tc := &trackedConn{Conn: c, l: l}
+	l.mu.Lock()
+	l.open[tc] = struct{}{}
+	l.mu.Unlock()
+	return tc, nil
+}
+
+func (c *trackedConn) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(func() {
+		c.l.mu.Lock()
+		delete(c.l.open, c)
+		f := c.l.onClose
+		c.l.mu.Unlock()
+		if f != nil {
+			f(c)
+		}
+	})
+	return err
+}
+
+// closeAll drops every open connection, streams included, as a network
+// failure would (httptest's CloseClientConnections misses detached ones).
+func (l *connTracker) closeAll() {
+	l.mu.Lock()
+	conns := make([]*trackedConn, 0, len(l.open))
+	for c := range l.open {
+		conns = append(conns, c)
+	}
+	l.mu.Unlock()
+	for _, c := range conns {
+		c.Close()
+	}
+}
+
+// count is the number of connections open now.
+func (l *connTracker) count() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return len(l.open)
+}
+
+// countOpen serves a request with next and counts it in n for as long as
+// it is open: until the handler returns or, for a stream that detached its
+// connection (Hijack), until that connection is closed.
+func countOpen(n *atomic.Int64, next http.Handler, w http.ResponseWriter, r *http.Request) {
+	n.Add(1)
+	hw := &hijackWatch{ResponseWriter: w, onClose: func() { n.Add(-1) }}
+	next.ServeHTTP(hw, r)
+	if !hw.hijacked {
+		n.Add(-1)
+	}
+}
+
+type hijackWatch struct {
+	http.ResponseWriter
+	onClose  func()
+	hijacked bool
+}
+
+func (w *hijackWatch) Unwrap() http.ResponseWriter { return w.ResponseWriter }
+
+func (w *hijackWatch) Hijack() (net.Conn, *bufio.ReadWriter, error) {
+	c, brw, err := http.NewResponseController(w.ResponseWriter).Hijack()
+	if err != nil {
+		return nil, nil, err
+	}
+	w.hijacked = true
+	return &closeHook{Conn: c, f: w.onClose}, brw, nil
+}
+
+type closeHook struct {
+	net.Conn
+	once sync.Once
+	f    func()
+}
+
+func (c *closeHook) Close() error {
+	err := c.Conn.Close()
+	c.once.Do(c.f)
+	return err
 }

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/http/pprof"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -48,10 +49,31 @@ func (h *Handler) readyz(c echo.Context) error {
 // host only: they are counts, but counts of one company's refunds. Behind
 // a proxy the peer is the proxy, so scrape each instance directly.
 func (h *Handler) metrics(c echo.Context) error {
-	ip := net.ParseIP(c.RealIP())
-	if ip == nil || !ip.IsLoopback() {
+	if !fromLoopback(c) {
 		return c.String(http.StatusForbidden, "metrics are served to this host only\n")
 	}
 	metrics.Handler().ServeHTTP(c.Response(), c.Request())
 	return nil
+}
+
+// profile serves Go's profiles (/debug/pprof/...) to this host only, like
+// the metrics: a heap profile names what the process holds.
+func (h *Handler) profile(c echo.Context) error {
+	if !fromLoopback(c) {
+		return c.String(http.StatusForbidden, "profiles are served to this host only\n")
+	}
+	switch name := c.Param("*"); name {
+	case "", "/":
+		pprof.Index(c.Response(), c.Request())
+	case "profile":
+		pprof.Profile(c.Response(), c.Request())
+	default:
+		pprof.Handler(name).ServeHTTP(c.Response(), c.Request())
+	}
+	return nil
+}
+
+func fromLoopback(c echo.Context) bool {
+	ip := net.ParseIP(c.RealIP())
+	return ip != nil && ip.IsLoopback()
 }

@@ -78,6 +78,7 @@ func mxRows() []mxRow {
 		// Served by peer address, not by role: the matrix calls from loopback
 		// (TestMetrics_LoopbackOnly checks that any other address gets 403).
 		{"GET", "/metrics", false, mxPath("/metrics"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
+		{"GET", "/debug/pprof/*", false, mxPath("/debug/pprof/"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"GET", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"HEAD", "/static/*", false, mxPath("/static/app.css"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"GET", "/api/openapi.json", false, mxPath("/api/openapi.json"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},

@@ -38,4 +38,23 @@ func TestMetrics_LoopbackOnly(t *testing.T) {
 	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "this host only") {
 		t.Errorf("from 203.0.113.7: %d %q, want 403 in words", rec.Code, rec.Body.String())
 	}
+
+	// The profiles likewise: served here, refused elsewhere.
+	res, err = http.Get(a.srv.URL + "/debug/pprof/goroutine?debug=1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ = io.ReadAll(res.Body)
+	res.Body.Close()
+	if res.StatusCode != http.StatusOK || !strings.Contains(string(body), "goroutine profile") {
+		t.Errorf("GET /debug/pprof/goroutine from loopback: %d %.80q", res.StatusCode, body)
+	}
+	req = httptest.NewRequest(http.MethodGet, "/debug/pprof/heap", nil)
+	req.RemoteAddr = "203.0.113.7:40000"
+	req.Host = "localhost"
+	rec = httptest.NewRecorder()
+	a.e.ServeHTTP(rec, req)
+	if rec.Code != http.StatusForbidden || !strings.Contains(rec.Body.String(), "this host only") {
+		t.Errorf("profile from 203.0.113.7: %d %q, want 403 in words", rec.Code, rec.Body.String())
+	}
 }

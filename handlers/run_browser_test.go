@@ -314,7 +314,7 @@ func TestBrowser_StreamDroppedMidNarration(t *testing.T) {
 	b.waitPage(t, "15 words", `document.querySelector('#narration').textContent.includes('word15 ')`)
 	b.waitLive(t)
 	// The server drops the stream; the agent goes on speaking meanwhile.
-	b.srv.CloseClientConnections()
+	b.conns.closeAll()
 	g.open()
 	b.waitPage(t, "the approval request", `document.querySelector('#run-status').dataset.state === 'awaiting_approval'`)
 	b.approve(t, run.ID)
@@ -355,7 +355,7 @@ func TestBrowser_ReconnectAfterSubmission(t *testing.T) {
 	if p := b.page(t); !strings.Contains(p.Ops[0].Text, "not yet confirmed") {
 		t.Errorf("a submitted refund reads %q, want it not yet confirmed", p.Ops[0].Text)
 	}
-	b.srv.CloseClientConnections()
+	b.conns.closeAll()
 	b.sim.Release()
 	b.waitState(t, run.ID, store.StateCompleted)
 	_, d := b.wantPageMatchesDB(t, run.ID)
@@ -413,7 +413,7 @@ func TestBrowser_OfflinePastReplayWindow(t *testing.T) {
 	b.waitLive(t)
 
 	b.offline.Store(true)
-	b.srv.CloseClientConnections()
+	b.conns.closeAll()
 	b.waitPage(t, "reconnecting", `document.querySelector('#stream-indicator').dataset.state === 'reconnecting'`)
 	g.open()
 	b.approve(t, run.ID)
@@ -457,7 +457,7 @@ func TestBrowser_ReconnectRightAfterStart(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.srv.CloseClientConnections()
+	b.conns.closeAll()
 	runs, err := b.store.RunsByOwner(context.Background(), b.customer.ID, 10)
 	if err != nil || len(runs) != 1 {
 		t.Fatalf("runs = %v, %v; want the one the form started", runs, err)

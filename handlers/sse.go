@@ -3,8 +3,10 @@ package handlers
 import (
 	"bytes"
 	"errors"
+	"net"
 	"net/http"
 	"strconv"
+	"sync/atomic"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -15,9 +17,22 @@ import (
 // errors, unlike echo's Flush).
 type sseWriter struct {
 	w       http.ResponseWriter
-	rc      *http.ResponseController
+	rc      atomic.Pointer[http.ResponseController]
 	timeout time.Duration
 	buf     bytes.Buffer
+	// conn is the connection once detach took it from the server: writes
+	// then go to it directly, in HTTP/1.1 chunks. detached is the same,
+	// for abort, which another goroutine may call.
+	conn     net.Conn
+	detached atomic.Pointer[connRef]
+}
+
+type connRef struct{ net.Conn }
+
+func newSSEWriter(w http.ResponseWriter, rc *http.ResponseController, timeout time.Duration) *sseWriter {
+	sw := &sseWriter{w: w, timeout: timeout}
+	sw.rc.Store(rc)
+	return sw
 }
 
 // openStream sends the stream's headers and the retry hint at once, so the
@@ -28,9 +43,9 @@ func openStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
 	hdr.Set(echo.HeaderContentType, "text/event-stream; charset=utf-8")
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
-	w := &sseWriter{w: res, rc: http.NewResponseController(res.Writer), timeout: cfg.SlowAfter}
+	w := newSSEWriter(res, http.NewResponseController(res.Writer), cfg.SlowAfter)
 	// The server may have a WriteTimeout; a stream lives longer.
-	if err := w.rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if err := w.rc.Load().SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, err
 	}
 	res.WriteHeader(http.StatusOK)
@@ -79,19 +94,101 @@ func (w *sseWriter) flush() error {
 	if w.buf.Len() == 0 {
 		return nil
 	}
-	if err := w.rc.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
+	if w.conn != nil {
+		return w.flushChunk()
+	}
+	rc := w.rc.Load()
+	if err := rc.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return err
 	}
 	_, err := w.w.Write(w.buf.Bytes())
-	w.buf.Reset()
+	w.reset()
 	if err != nil {
 		return err
 	}
-	if err := w.rc.Flush(); err != nil {
+	if err := rc.Flush(); err != nil {
 		return err
 	}
-	return w.rc.SetWriteDeadline(time.Time{})
+	if err := rc.SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
 }
 
 // abort makes a write blocked on a client that does not read fail now.
-func (w *sseWriter) abort() { _ = w.rc.SetWriteDeadline(time.Now()) }
+func (w *sseWriter) abort() {
+	if c := w.detached.Load(); c != nil {
+		_ = c.SetWriteDeadline(time.Now())
+		return
+	}
+	if rc := w.rc.Load(); rc != nil {
+		_ = rc.SetWriteDeadline(time.Now())
+	}
+}
+
+// reset empties the buffer, and lets a large one go: an idle stream holds
+// only what a heartbeat needs.
+func (w *sseWriter) reset() {
+	if w.buf.Cap() > keptBuffer {
+		w.buf = bytes.Buffer{}
+		return
+	}
+	w.buf.Reset()
+}
+
+const keptBuffer = 512
+
+// detach takes the connection from the HTTP server (http.Hijacker), after
+// the response's head and first chunks were sent through it, so that the
+// handler can return and the stream holds only its own state: no request,
+// no server buffers, and a goroutine whose stack is its own. The response
+// stays chunked: flush frames each write as a chunk, and finish ends the
+// body. nil: the response cannot be taken over (a recorder, HTTP/2); the
+// stream is served by the handler as before.
+func (w *sseWriter) detach() net.Conn {
+	if w.buf.Len() > 0 {
+		return nil
+	}
+	conn, brw, err := w.rc.Load().Hijack()
+	if err != nil {
+		return nil
+	}
+	if brw.Reader.Buffered() > 0 {
+		// The client sent more (a pipelined request): this connection
+		// carries only the stream now, so it is not read.
+		_, _ = brw.Reader.Discard(brw.Reader.Buffered())
+	}
+	w.conn, w.w = conn, nil
+	w.detached.Store(&connRef{conn})
+	// The controller holds the server's response and its buffers.
+	w.rc.Store(nil)
+	return conn
+}
+
+// flushChunk writes the buffer as one HTTP/1.1 chunk with the write
+// deadline. The deadline is left in place: only writes are bound by it,
+// and every write sets its own.
+func (w *sseWriter) flushChunk() error {
+	n := w.buf.Len()
+	head := strconv.AppendInt(make([]byte, 0, 24), int64(n), 16)
+	head = append(head, '\r', '\n')
+	bufs := net.Buffers{head, w.buf.Bytes(), []byte("\r\n")}
+	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+		return err
+	}
+	_, err := bufs.WriteTo(w.conn)
+	w.reset()
+	return err
+}
+
+// finish ends a detached stream's body (the last chunk), best effort.
+func (w *sseWriter) finish() {
+	if w.conn == nil {
+		return
+	}
+	if w.buf.Len() > 0 {
+		_ = w.flushChunk()
+	}
+	_ = w.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = w.conn.Write([]byte("0\r\n\r\n"))
+}

@@ -147,12 +147,12 @@ func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.Stream
 }
 
 // logStreamEnd notes why a stream ended, when it is worth a line.
-func (h *Handler) logStreamEnd(c echo.Context, runID uuid.UUID, err error) {
+func (h *Handler) logStreamEnd(runID uuid.UUID, err error) {
 	switch {
 	case errors.Is(err, errSlowReader):
 		// Cut for not reading (counted where the cut was decided).
 		h.log.Info("stream closed: subscriber too slow", "run", runID)
-	case err == nil, errors.Is(err, errShuttingDown), c.Request().Context().Err() != nil:
+	case err == nil, errors.Is(err, errShuttingDown), errors.Is(err, errClientGone), errors.Is(err, context.Canceled):
 	default:
 		// Mostly clients gone mid-write; they reconnect and replay.
 		h.log.Info("stream ended", "run", runID, "err", err)
@@ -188,7 +188,7 @@ type startPoint struct {
 // one full snapshot read and nothing else. Only one that resumes reads the
 // snapshot's head (the state, without the log) and then replays after it;
 // if pruning overtakes it meanwhile, the reader falls back to a snapshot.
-func (h *Handler) findStart(ctx context.Context, rawCursor string, run *store.Run, access Access) (startPoint, error) {
+func (h *Handler) findStart(ctx context.Context, f streamFormat, rawCursor string, run *store.Run, access Access) (startPoint, error) {
 	b := startPoint{access: access}
 	cursor, err := store.ParseCursor(rawCursor)
 	if err == nil {
@@ -199,6 +199,12 @@ func (h *Handler) findStart(ctx context.Context, rawCursor string, run *store.Ru
 		return b, err
 	}
 	b.cursor, b.resumes = cursor, true
+	if !f.rendersPage() {
+		// The JSON stream shows events and the state they lead to, nothing
+		// of the page: the run as loadRun read it is its start.
+		b.snap = &store.Snapshot{Run: run, CoveringSeq: run.LastSeq, ReplayFloor: run.ReplayFloor}
+		return b, nil
+	}
 	b.snap, err = h.store.SnapshotHead(ctx, run.ID)
 	return b, err
 }
@@ -227,7 +233,6 @@ func (h *Handler) subscribeUser(userID int64) (<-chan struct{}, func()) {
 // has shown its viewer.
 type stream struct {
 	h        *Handler
-	c        echo.Context
 	f        streamFormat
 	cfg      *StreamConfig
 	runID    uuid.UUID
@@ -349,7 +354,7 @@ func (s *stream) send(ctx context.Context, ev store.Event, live bool) error {
 // recheck decides the viewer's access again: the stream ends, goes on, or
 // starts over from a snapshot of what may now be shown.
 func (s *stream) recheck(ctx context.Context) error {
-	now, signedOut, err := s.h.recheckAccess(s.c, s.runID)
+	now, signedOut, err := s.h.recheckAccess(ctx, s.sub.cred)
 	switch {
 	case err != nil:
 		return err
@@ -392,19 +397,26 @@ func (s *stream) reset(ctx context.Context, snap *store.Snapshot, banner bool) e
 }
 
 // recheckAccess reloads the user through the credential the stream came
-// with (reloadUser: a logged-out session or a revoked token no longer
-// works) and decides their access to the run again, as loadRun does for
-// every request. signedOut: the credential no longer works.
-func (h *Handler) recheckAccess(c echo.Context, runID uuid.UUID) (access Access, signedOut bool, err error) {
-	u, err := h.reloadUser(c)
+// with (a logged-out session or a revoked token no longer works) and
+// decides their access to the run again, as loadRun does for every
+// request. signedOut: the credential no longer works.
+func (h *Handler) recheckAccess(ctx context.Context, cred store.StreamCredential) (access Access, signedOut bool, err error) {
+	var u *store.User
+	if cred.Token != "" {
+		u, err = h.store.UserByToken(ctx, cred.Token)
+	} else {
+		u, err = h.store.UserBySession(ctx, cred.SessionID)
+		if err == nil && u.Disabled() {
+			err = store.ErrNotFound
+		}
+	}
 	if errors.Is(err, store.ErrNotFound) {
 		return AccessNone, true, nil
 	}
 	if err != nil {
 		return AccessNone, false, err
 	}
-	c.Set(ctxUser, u)
-	run, hasApproval, err := h.store.RunForAccess(c.Request().Context(), runID)
+	run, hasApproval, err := h.store.RunForAccess(ctx, cred.RunID)
 	if errors.Is(err, store.ErrNotFound) {
 		return AccessNone, false, nil
 	}

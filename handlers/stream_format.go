@@ -20,6 +20,9 @@ type streamFormat interface {
 	// close event (any error status makes the SSE extension retry forever);
 	// a program gets the plain 404.
 	answersDenialInStream() bool
+	// rendersPage: the format renders the run page's parts, which need the
+	// snapshot's head (approval, ledger, marks) to start a resumed stream.
+	rendersPage() bool
 }
 
 var (
@@ -31,6 +34,7 @@ var (
 type htmlStream struct{}
 
 func (htmlStream) answersDenialInStream() bool { return true }
+func (htmlStream) rendersPage() bool           { return true }
 
 func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
 	if ev.Type == store.EventNarrationDelta && !v.Full {
@@ -60,6 +64,7 @@ func (htmlStream) closing(ctx context.Context, r closeReason) ([]byte, error) {
 type jsonStream struct{}
 
 func (jsonStream) answersDenialInStream() bool { return false }
+func (jsonStream) rendersPage() bool           { return false }
 
 func (jsonStream) event(_ context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
 	if v.Full {

@@ -561,21 +561,24 @@ func TestStream_ShutdownEndsStreams(t *testing.T) {
 func TestStream_SlowReader(t *testing.T) {
 	// Not parallel: it measures the heap.
 	ctx := context.Background()
-	closed := make(chan string, 16)
+	closed := make(chan string, 256)
 	// The executor works on the run the stalled client watches.
 	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Buffer: 64, BufferBytes: 256 << 10, SlowAfter: 300 * time.Millisecond}},
 		withExecutor(newGatedNarrator(200, -1), payments.Faults{}),
 		configureServer(func(srv *httptest.Server) {
-			srv.Config.ConnState = func(c net.Conn, s http.ConnState) {
-				if s == http.StateClosed {
-					closed <- c.RemoteAddr().String()
-				}
-			}
 			// Small socket buffers, so a client that does not read stalls
 			// the server's writes after kilobytes, not megabytes.
 			srv.Listener = smallBufferListener{srv.Listener}
 		}))
 	st, srv := a.store, a.srv
+	a.conns.mu.Lock()
+	a.conns.onClose = func(c net.Conn) {
+		select {
+		case closed <- c.RemoteAddr().String():
+		default:
+		}
+	}
+	a.conns.mu.Unlock()
 	approver := a.user(t, "approver@example.com")
 	cookie := a.loginCookie(t)
 

@@ -29,8 +29,8 @@ func TestBrowser_TenTabsShareOneStream(t *testing.T) {
 		return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			switch {
 			case r.URL.Path == "/streams":
-				shared.Add(1)
-				defer shared.Add(-1)
+				countOpen(&shared, next, w, r)
+				return
 			case strings.HasPrefix(r.URL.Path, "/runs/") && strings.HasSuffix(r.URL.Path, "/events"):
 				single.Add(1)
 			}

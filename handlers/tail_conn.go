@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"net/http"
 	"os"
 	"strconv"
@@ -33,6 +34,7 @@ type streamConn struct {
 	streams        []*stream
 	denied         []uuid.UUID // runs named that the user may not see
 	w              *sseWriter
+	handedOver     bool // serve's goroutine owns the stream now
 }
 
 func (h *Handler) newStreamConn(c echo.Context, f streamFormat) *streamConn {
@@ -52,15 +54,24 @@ func (sc *streamConn) add(run *store.Run, access Access, cursor, idPrefix string
 		return refused
 	}
 	leaveTail := h.tails.join(run.ID, run.LastSeq, sub)
-	s := &stream{h: h, c: sc.c, f: sc.f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(sc.u, run, access),
+	s := &stream{h: h, f: sc.f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(sc.u, run, access),
 		sub: sub, run: run, cursor0: cursor, idPrefix: idPrefix, access: access}
 	s.leave = func() { leaveTail(); h.streams.remove(sub) }
 	sc.streams = append(sc.streams, s)
 	return ""
 }
 
-// end leaves what is still joined. Safe to call twice.
+// end leaves what is still joined, unless the stream was handed over to
+// a goroutine of its own (serve), which then leaves itself. Safe to call
+// twice.
 func (sc *streamConn) end() {
+	if sc.handedOver {
+		return
+	}
+	sc.leave()
+}
+
+func (sc *streamConn) leave() {
 	for _, s := range sc.streams {
 		s.leave()
 	}
@@ -69,16 +80,68 @@ func (sc *streamConn) end() {
 }
 
 // serve opens the event stream and sends every run's stream until each
-// has ended, the client has gone or the server shuts down.
+// has ended, the client has gone or the server shuts down. Once the start
+// is sent, the connection is detached from the HTTP server (sse.go) and
+// the stream goes on in a goroutine of its own, so the handler returns and
+// nothing of the request stays: an idle stream costs its own state only.
+// Where the connection cannot be detached, it goes on here.
 func (sc *streamConn) serve() error {
+	h := sc.h
+	reqCtx := sc.c.Request().Context()
+	// Not the request's context, which ends when the handler returns; it
+	// keeps who is asking, for the store.
+	ctx, cancel := context.WithCancelCause(store.WithActor(context.Background(), store.ActorFrom(reqCtx)))
+	stopShutdown := h.streams.endOnShutdown(cancel)
+	followRequest := func() func() bool {
+		return context.AfterFunc(reqCtx, func() { cancel(errClientGone) })
+	}
+	stopRequest := followRequest()
+	err := sc.start(ctx)
+	if err == nil && stopRequest() {
+		if conn := sc.w.detach(); conn != nil {
+			sc.handedOver = true
+			sc.c = nil
+			go func() {
+				defer conn.Close()
+				go cancelWhenClosed(conn, cancel)
+				sc.finish(ctx, cancel, sc.loop(ctx))
+				stopShutdown()
+				sc.leave()
+				sc.w.finish()
+			}()
+			return nil
+		}
+		stopRequest = followRequest()
+	}
+	defer stopShutdown()
+	defer stopRequest()
+	if err == nil {
+		err = sc.loop(ctx)
+	}
+	sc.finish(ctx, cancel, err)
+	return nil
+}
+
+// errClientGone ends a stream whose client closed the connection.
+var errClientGone = errors.New("handlers: stream client gone")
+
+// cancelWhenClosed reads a detached stream's connection until the client
+// closes it (or sends anything: a stream's client only listens), and then
+// ends the stream.
+func cancelWhenClosed(conn net.Conn, cancel context.CancelCauseFunc) {
+	var b [1]byte
+	_, _ = conn.Read(b[:])
+	cancel(errClientGone)
+}
+
+// start finds where each run's stream starts, opens the response and sends
+// the starts.
+func (sc *streamConn) start(ctx context.Context) error {
 	h, c := sc.h, sc.c
-	ctx, cancel := context.WithCancelCause(c.Request().Context())
-	defer cancel(nil)
-	defer h.streams.endOnShutdown(cancel)()
 	starts := make([]startPoint, len(sc.streams))
 	for i, s := range sc.streams {
 		var err error
-		if starts[i], err = h.findStart(ctx, s.cursor0, s.run, s.access); err != nil {
+		if starts[i], err = h.findStart(ctx, sc.f, s.cursor0, s.run, s.access); err != nil {
 			return err
 		}
 	}
@@ -101,10 +164,14 @@ func (sc *streamConn) serve() error {
 		s.sub.w.Store(w)
 	}
 	i := 0
-	err = sc.each(ctx, func(s *stream) error { i++; return s.begin(ctx, starts[i-1]) })
-	if err == nil {
-		err = sc.loop(ctx)
+	if err := sc.each(ctx, func(s *stream) error { i++; return s.begin(ctx, starts[i-1]) }); err != nil {
+		return err
 	}
+	return w.flush()
+}
+
+// finish notes how the stream ended: cut for not reading, or otherwise.
+func (sc *streamConn) finish(ctx context.Context, cancel context.CancelCauseFunc, err error) {
 	overflowed := false
 	for _, s := range sc.streams {
 		if _, cut := s.sub.out.take(); cut != nil {
@@ -119,11 +186,13 @@ func (sc *streamConn) serve() error {
 	if overflowed {
 		err = errSlowReader
 	}
+	if err == nil {
+		err = context.Cause(ctx)
+	}
 	cancel(err)
 	for _, s := range sc.streams {
-		h.logStreamEnd(c, s.runID, err)
+		sc.h.logStreamEnd(s.runID, err)
 	}
-	return nil
 }
 
 func (sc *streamConn) loop(ctx context.Context) error {

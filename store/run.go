@@ -242,6 +242,11 @@ func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID) (*Run, err
 	return &r, nil
 }
 
+// runForAccessSQL is prepared: every request about a run reads it first.
+const runForAccessSQL = `SELECT ` + runColumns + `,
+    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id) AS has_approval
+    FROM runs WHERE id = $1`
+
 // RunForAccess loads a run and whether it ever asked for an approval (who
 // may see it depends on that), in one read: every request and stream
 // re-check about a run starts here.
@@ -250,9 +255,11 @@ func (s *Store) RunForAccess(ctx context.Context, id uuid.UUID) (*Run, bool, err
 		Run
 		HasApproval bool `db:"has_approval"`
 	}
-	err := s.db.GetContext(ctx, &row, `SELECT `+runColumns+`,
-        EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id) AS has_approval
-        FROM runs WHERE id = $1`, id)
+	stmt, err := s.prepared(ctx, runForAccessSQL)
+	if err != nil {
+		return nil, false, err
+	}
+	err = stmt.GetContext(ctx, &row, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, false, ErrNotFound
 	}

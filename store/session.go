@@ -49,9 +49,10 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, maxAge time.Dur
 // UserBySession loads the user of a live session with their current
 // grants. An unknown, ended or expired session is ErrNotFound. The user may
 // be disabled: the caller decides what that means.
+var userBySessionSQL = userWithGrantsSQL(`users.id = (SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now())`)
+
 func (s *Store) UserBySession(ctx context.Context, id string) (*User, error) {
-	return s.loadUser(ctx, `SELECT `+userColumns+` FROM users
-        WHERE id = (SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now())`, hashSessionID(id))
+	return s.loadUser(ctx, userBySessionSQL, hashSessionID(id))
 }
 
 // EndSession ends a session; ending one that is gone already is fine. It

@@ -122,6 +122,17 @@ func (s *Store) RevokeToken(ctx context.Context, id int64) error {
 	})
 }
 
+// userByTokenSQL finds a live token's user in one statement, and notes the
+// token's last use to the minute (a write only once a minute, not one per
+// request).
+var userByTokenSQL = `WITH t AS (
+    SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
+), touch AS (
+    UPDATE api_tokens SET last_used_at = now() FROM t
+    WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
+      AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.disabled_at IS NULL)
+) ` + userWithGrantsSQL(`users.disabled_at IS NULL AND users.id = (SELECT user_id FROM t)`)
+
 // UserByToken resolves an API token to its user, loaded afresh with their
 // current grants. An unknown or revoked token, or a disabled user, is
 // ErrNotFound.
@@ -129,26 +140,5 @@ func (s *Store) UserByToken(ctx context.Context, token string) (*User, error) {
 	if !strings.HasPrefix(token, TokenPrefix) {
 		return nil, ErrNotFound
 	}
-	var t Token
-	err := s.db.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens
-        WHERE token_hash = $1 AND revoked_at IS NULL`, hashToken(token))
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
-	if err != nil {
-		return nil, fmt.Errorf("store: token: %w", err)
-	}
-	u, err := s.UserByID(ctx, t.UserID)
-	if err != nil {
-		return nil, err
-	}
-	if u.Disabled() {
-		return nil, ErrNotFound
-	}
-	// Last use to the minute is enough, and spares a write per request.
-	if _, err := s.db.ExecContext(ctx, `UPDATE api_tokens SET last_used_at = now()
-        WHERE id = $1 AND (last_used_at IS NULL OR last_used_at < now() - interval '1 minute')`, t.ID); err != nil {
-		return nil, fmt.Errorf("store: token last use: %w", err)
-	}
-	return u, nil
+	return s.loadUser(ctx, userByTokenSQL, hashToken(token))
 }

@@ -6,6 +6,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"github.com/lib/pq"
 	"strings"
 	"time"
 
@@ -56,25 +57,42 @@ const userColumns = `id, email, name, role, password_hash, disabled_at, created_
 
 // UserByID loads a user and their current grants.
 func (s *Store) UserByID(ctx context.Context, id int64) (*User, error) {
-	return s.loadUser(ctx, `SELECT `+userColumns+` FROM users WHERE id = $1`, id)
+	return s.loadUser(ctx, userWithGrantsSQL(`users.id = $1`), id)
 }
 
 // UserByEmail loads a user by email, case-insensitively.
 func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
-	return s.loadUser(ctx, `SELECT `+userColumns+` FROM users WHERE lower(email) = lower($1)`, strings.TrimSpace(email))
+	return s.loadUser(ctx, userWithGrantsSQL(`lower(users.email) = lower($1)`), strings.TrimSpace(email))
 }
 
+// userWithGrantsSQL reads a user and their grants in one statement; where
+// is the condition that picks the user.
+func userWithGrantsSQL(where string) string {
+	return `SELECT ` + userColumns + `,
+    coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = users.id), '{}') AS grants
+    FROM users WHERE ` + where
+}
+
+// loadUser reads one user with their grants (query is built on
+// userWithGrantsSQL) in one prepared statement: every request of a
+// signed-in user runs it.
 func (s *Store) loadUser(ctx context.Context, query string, arg any) (*User, error) {
-	var u User
-	if err := s.db.GetContext(ctx, &u, query, arg); err != nil {
+	stmt, err := s.prepared(ctx, query)
+	if err != nil {
+		return nil, err
+	}
+	var row struct {
+		User
+		Grants pq.StringArray `db:"grants"`
+	}
+	if err := stmt.GetContext(ctx, &row, arg); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
 			return nil, ErrNotFound
 		}
 		return nil, fmt.Errorf("store: load user: %w", err)
 	}
-	if err := s.db.SelectContext(ctx, &u.Grants, `SELECT name FROM grants WHERE user_id = $1 ORDER BY name`, u.ID); err != nil {
-		return nil, fmt.Errorf("store: load grants: %w", err)
-	}
+	u := row.User
+	u.Grants = []string(row.Grants)
 	return &u, nil
 }
 
