@@ -166,19 +166,24 @@ func (w *sseWriter) detach() net.Conn {
 }
 
 // flushChunk writes the buffer as one HTTP/1.1 chunk with the write
-// deadline. The deadline is left in place: only writes are bound by it,
-// and every write sets its own.
+// deadline.
 func (w *sseWriter) flushChunk() error {
+	// One write, one system call: the connection is wrapped (the caps'
+	// counting), so net.Buffers would not use writev.
 	n := w.buf.Len()
-	head := strconv.AppendInt(make([]byte, 0, 24), int64(n), 16)
-	head = append(head, '\r', '\n')
-	bufs := net.Buffers{head, w.buf.Bytes(), []byte("\r\n")}
+	chunk := strconv.AppendInt(make([]byte, 0, n+24), int64(n), 16)
+	chunk = append(chunk, '\r', '\n')
+	chunk = append(chunk, w.buf.Bytes()...)
+	chunk = append(chunk, '\r', '\n')
+	w.reset()
 	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
 		return err
 	}
-	_, err := bufs.WriteTo(w.conn)
-	w.reset()
-	return err
+	if _, err := w.conn.Write(chunk); err != nil {
+		return err
+	}
+	// Cleared, or its timer would fire for nothing on every idle stream.
+	return w.conn.SetWriteDeadline(time.Time{})
 }
 
 // finish ends a detached stream's body (the last chunk), best effort.

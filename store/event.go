@@ -239,7 +239,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 	defer rows.Close()
 	// Scanned by hand: replay is a hot path and reflection dominated it.
 	var (
-		out             = make([]Event, 0, limit)
+		out             = make([]Event, 0, min(limit, 16)) // most reads find a few events
 		found           bool
 		lastSeq, floor  int64
 		seq             sql.NullInt64
