@@ -221,7 +221,10 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 // their commits). It returns how many committed; a schedule it cannot keep
 // shows as a lower achieved rate, never as a longer phase.
 func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
-	const appenders = 16
+	// Appended as the agents append narration (store.AppendNarration:
+	// batched, asynchronous commits), by enough goroutines to reach the
+	// rate: each waits for its batch to commit.
+	const appenders = 64
 	total := int(w.o.rate * w.o.duration.Seconds())
 	w.sent = w.sent[:0]
 	jobs := make(chan int64, appenders)
@@ -233,8 +236,7 @@ func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
 			for k := range jobs {
 				run := w.runs[int(k)%len(w.runs)]
 				text := marker(k, time.Now())
-				_, err := w.st.Append(ctx, run, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}})
-				if err != nil {
+				if err := w.st.AppendNarration(ctx, run, text); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					continue
 				}

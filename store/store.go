@@ -66,8 +66,12 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
 	db.SetMaxOpenConns(o.poolSize)
-	// Half stay idle: enough to absorb bursts without holding every slot.
-	db.SetMaxIdleConns(max(o.poolSize/2, 1))
+	// Every connection may stay idle, until five idle minutes close it:
+	// with fewer, a burst past them closes connections as it ends and opens
+	// them again for the next (a server process each, and every prepared
+	// statement again), which under a steady load of streams was most of
+	// the database's work.
+	db.SetMaxIdleConns(o.poolSize)
 	db.SetConnMaxIdleTime(5 * time.Minute)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
