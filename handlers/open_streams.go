@@ -89,13 +89,21 @@ type openStreams struct {
 	held    int // streams counted by hold: not a run's, they re-check themselves
 	perUser map[int64]int
 	idle    chan struct{} // closed to stop the re-check loop when no stream is open
+	freed   chan struct{} // closed (and made anew) whenever a stream leaves
 	wg      sync.WaitGroup
 }
+
+// capGrace is how long a stream over its user's cap waits for one of the
+// user's streams to leave before it is refused: a page that reconnects
+// (a reload, tabs.js naming one more run) opens its new stream as the old
+// one's close is still on its way.
+const capGrace = time.Second
 
 func newOpenStreams(cfg *StreamConfig, recheck func(context.Context, []*subscriber)) *openStreams {
 	ctx, stop := context.WithCancelCause(context.Background())
 	return &openStreams{ctx: ctx, stop: stop, maxStreams: cfg.MaxStreams, maxPerUser: cfg.MaxPerUser,
-		every: cfg.Recheck, recheck: recheck, subs: map[*subscriber]struct{}{}, perUser: map[int64]int{}}
+		every: cfg.Recheck, recheck: recheck, subs: map[*subscriber]struct{}{}, perUser: map[int64]int{},
+		freed: make(chan struct{})}
 }
 
 // add registers a stream, or says why it is refused. An accepted stream
@@ -103,7 +111,7 @@ func newOpenStreams(cfg *StreamConfig, recheck func(context.Context, []*subscrib
 func (o *openStreams) add(s *subscriber) (refused string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if refused = o.admit(s.userID); refused != "" {
+	if refused = o.admitWaiting(s.userID); refused != "" {
 		return refused
 	}
 	o.subs[s] = struct{}{}
@@ -116,17 +124,48 @@ func (o *openStreams) add(s *subscriber) (refused string) {
 	return ""
 }
 
+// admitWaiting is admit, but a stream over its user's cap waits up to
+// capGrace for one of theirs to leave. o.mu is held (and let go while it
+// waits).
+func (o *openStreams) admitWaiting(userID int64) (refused string) {
+	deadline := time.Now().Add(capGrace)
+	for {
+		refused = o.refusal(userID)
+		wait := time.Until(deadline)
+		if refused != refusedUserCap || wait <= 0 {
+			return o.admit(userID)
+		}
+		freed := o.freed
+		o.mu.Unlock()
+		t := time.NewTimer(wait)
+		select {
+		case <-freed:
+		case <-t.C:
+		case <-o.ctx.Done():
+		}
+		t.Stop()
+		o.mu.Lock()
+	}
+}
+
+// refusal says which cap refuses a stream of userID now, "" for none.
+// o.mu is held.
+func (o *openStreams) refusal(userID int64) string {
+	switch {
+	case o.closed:
+		return refusedShutdown
+	case len(o.subs)+o.held >= o.maxStreams:
+		return refusedProcessCap
+	case o.perUser[userID] >= o.maxPerUser:
+		return refusedUserCap
+	}
+	return ""
+}
+
 // admit counts a stream of userID against the caps, or says why it is
 // refused. o.mu is held.
 func (o *openStreams) admit(userID int64) (refused string) {
-	switch {
-	case o.closed:
-		refused = refusedShutdown
-	case len(o.subs)+o.held >= o.maxStreams:
-		refused = refusedProcessCap
-	case o.perUser[userID] >= o.maxPerUser:
-		refused = refusedUserCap
-	}
+	refused = o.refusal(userID)
 	if refused != "" {
 		metrics.StreamsRefused.WithLabelValues(refused).Inc()
 		return refused
@@ -143,7 +182,7 @@ func (o *openStreams) admit(userID int64) (refused string) {
 func (o *openStreams) hold(userID int64) (refused string) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
-	if refused = o.admit(userID); refused == "" {
+	if refused = o.admitWaiting(userID); refused == "" {
 		o.held++
 	}
 	return refused
@@ -163,6 +202,8 @@ func (o *openStreams) forget(userID int64) {
 	}
 	metrics.StreamsOpen.Dec()
 	o.wg.Done()
+	close(o.freed)
+	o.freed = make(chan struct{})
 }
 
 func (o *openStreams) remove(s *subscriber) {

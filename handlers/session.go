@@ -5,7 +5,10 @@ import (
 	"crypto/sha256"
 	"errors"
 	"fmt"
+	"github.com/gorilla/securecookie"
+	"maps"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gorilla/sessions"
@@ -36,6 +39,12 @@ func newSessionStore(secret string, secure bool) (*sessions.CookieStore, error) 
 	}
 	s := sessions.NewCookieStore(hashKey, blockKey)
 	s.MaxAge(sessionMaxAge)
+	decoded := &gobCache{m: map[string]map[any]any{}}
+	for _, c := range s.Codecs {
+		if sc, ok := c.(*securecookie.SecureCookie); ok {
+			sc.SetSerializer(decoded)
+		}
+	}
 	s.Options = &sessions.Options{
 		Path:     "/",
 		MaxAge:   sessionMaxAge,
@@ -143,5 +152,57 @@ func (h *Handler) endSession(c echo.Context) error {
 	if err := s.Save(c.Request(), c.Response()); err != nil {
 		return fmt.Errorf("handlers: end session: %w", err)
 	}
+	return nil
+}
+
+// gobCache is securecookie's gob serializer that remembers what it
+// decoded: a browser sends the same cookie with every request and every
+// stream it opens, and decoding gob compiles a decoder each time (an
+// eighth of the CPU of opening thousands of streams). Only a cookie whose
+// MAC and age were checked reaches Deserialize, and a hit is copied, so
+// callers may change what they get. Values other than strings and
+// integers (flash messages) are decoded every time.
+type gobCache struct {
+	mu sync.Mutex
+	m  map[string]map[any]any
+}
+
+const gobCacheSize = 4096
+
+func (g *gobCache) Serialize(src any) ([]byte, error) {
+	return securecookie.GobEncoder{}.Serialize(src)
+}
+
+func (g *gobCache) Deserialize(src []byte, dst any) error {
+	out, ok := dst.(*map[any]any)
+	if !ok {
+		return securecookie.GobEncoder{}.Deserialize(src, dst)
+	}
+	g.mu.Lock()
+	cached, hit := g.m[string(src)]
+	g.mu.Unlock()
+	if hit {
+		if *out == nil {
+			*out = make(map[any]any, len(cached))
+		}
+		maps.Copy(*out, cached)
+		return nil
+	}
+	if err := (securecookie.GobEncoder{}).Deserialize(src, dst); err != nil {
+		return err
+	}
+	for _, v := range *out {
+		switch v.(type) {
+		case string, int, int64, bool:
+		default:
+			return nil
+		}
+	}
+	g.mu.Lock()
+	if len(g.m) >= gobCacheSize {
+		clear(g.m)
+	}
+	g.m[string(src)] = maps.Clone(*out)
+	g.mu.Unlock()
 	return nil
 }

@@ -38,19 +38,29 @@ func newSSEWriter(w http.ResponseWriter, rc *http.ResponseController, timeout ti
 // openStream sends the stream's headers and the retry hint at once, so the
 // browser's EventSource opens.
 func openStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
+	w, err := beginStream(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	return w, w.flush()
+}
+
+// beginStream is openStream with the head and retry hint left in the
+// buffer, for a caller that writes more before its first flush: one write
+// where there were two.
+func beginStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
 	res := c.Response()
 	hdr := res.Header()
 	hdr.Set(echo.HeaderContentType, "text/event-stream; charset=utf-8")
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
 	w := newSSEWriter(res, http.NewResponseController(res.Writer), cfg.SlowAfter)
-	// The server may have a WriteTimeout; a stream lives longer.
 	if err := w.rc.Load().SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, err
 	}
 	res.WriteHeader(http.StatusOK)
 	w.retry(cfg.Retry)
-	return w, w.flush()
+	return w, nil
 }
 
 // retry tells the browser how long to wait before it reconnects; the last

@@ -241,6 +241,7 @@ type stream struct {
 	w        *sseWriter
 	run      *store.Run // as loaded for the access check
 	cursor0  string     // the cursor it was asked to resume from
+	tailFrom int64      // the tail hands over every seq after this (tails.join)
 	idPrefix string     // "": ids are seqs; "RUN:" on a connection of several runs
 	leave    func()     // leaves the tail and the registry
 
@@ -262,6 +263,12 @@ func (s *stream) begin(ctx context.Context, b startPoint) error {
 	// The stream sends history piece by piece; it never holds it.
 	s.v.Narration, s.v.Timeline = nil, nil
 	s.cursor, s.finished = b.cursor, store.Terminal(b.snap.Run.State)
+	if b.cursor == b.snap.CoveringSeq && s.tailFrom <= b.cursor {
+		// Nothing to read: the client has everything up to the run's end as
+		// read (a page that just loaded, a reconnect with nothing missed),
+		// and the tail hands over everything after it.
+		return nil
+	}
 	return s.catchUp(ctx)
 }
 

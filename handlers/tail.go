@@ -61,11 +61,17 @@ type tail struct {
 
 // join adds sub to runID's tail, making the tail if it is the run's first
 // watcher here; head is where a new tail starts reading (the run's last
-// seq as the subscriber loaded it). leave undoes it.
-func (ts *tails) join(runID uuid.UUID, head int64, sub *subscriber) (leave func()) {
+// seq as the subscriber loaded it). from is the last seq the tail had
+// handed over when sub joined: it hands sub everything after it. leave
+// undoes the join.
+//
+// A new tail reads once at once: a notification sent between the
+// subscriber's read of the run and the tail's subscription would be lost.
+func (ts *tails) join(runID uuid.UUID, head int64, sub *subscriber) (leave func(), from int64) {
 	ts.mu.Lock()
 	t := ts.runs[runID]
-	if t == nil {
+	created := t == nil
+	if created {
 		t = &tail{ts: ts, runID: runID, head: head, subs: map[*subscriber]struct{}{}}
 		ts.runs[runID] = t
 		if ts.listener != nil {
@@ -77,9 +83,13 @@ func (ts *tails) join(runID uuid.UUID, head int64, sub *subscriber) (leave func(
 	}
 	t.mu.Lock()
 	t.subs[sub] = struct{}{}
+	from = t.head
 	t.mu.Unlock()
 	ts.mu.Unlock()
-	return func() { ts.leave(t, sub) }
+	if created {
+		t.wake()
+	}
+	return func() { ts.leave(t, sub) }, from
 }
 
 func (ts *tails) leave(t *tail, sub *subscriber) {

@@ -53,9 +53,9 @@ func (sc *streamConn) add(run *store.Run, access Access, cursor, idPrefix string
 	if refused = h.streams.add(sub); refused != "" {
 		return refused
 	}
-	leaveTail := h.tails.join(run.ID, run.LastSeq, sub)
+	leaveTail, tailFrom := h.tails.join(run.ID, run.LastSeq, sub)
 	s := &stream{h: h, f: sc.f, cfg: &h.cfg.Stream, runID: run.ID, viewer: viewerOf(sc.u, run, access),
-		sub: sub, run: run, cursor0: cursor, idPrefix: idPrefix, access: access}
+		sub: sub, run: run, cursor0: cursor, idPrefix: idPrefix, access: access, tailFrom: tailFrom}
 	s.leave = func() { leaveTail(); h.streams.remove(sub) }
 	sc.streams = append(sc.streams, s)
 	return ""
@@ -145,7 +145,7 @@ func (sc *streamConn) start(ctx context.Context) error {
 			return err
 		}
 	}
-	w, err := openStream(c, &h.cfg.Stream)
+	w, err := beginStream(c, &h.cfg.Stream)
 	if err != nil {
 		return err
 	}

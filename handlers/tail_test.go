@@ -91,9 +91,10 @@ func serverGoroutines() int {
 }
 
 // TestStream_IdleStreamGoroutines: an idle stream costs what a bare SSE
-// server's does, the connection's goroutine (which runs the handler) and
-// net/http's background read, and nothing of its own; the process adds
-// one goroutine (the batched access re-check) for all of them. Not
+// server's does, two goroutines: once detached from the HTTP server
+// (sse.go), its own loop and the read that sees the client go; the
+// process adds one goroutine (the batched access re-check) for all of
+// them. Not
 // parallel: it counts the process's goroutines.
 func TestStream_IdleStreamGoroutines(t *testing.T) {
 	const n = 40
@@ -172,6 +173,56 @@ func TestStream_CapsRefuseInWords(t *testing.T) {
 			return s.next(t).Event != "busy"
 		})
 	})
+}
+
+// TestStream_CapWaitsForAReplacedStream: a page that reconnects (a
+// reload, the tabs' shared stream naming one more run) opens its new
+// stream while the old one's close is still on its way. At the user's cap
+// the new stream waits a moment for one of theirs to leave, and is served
+// when one does, instead of being told to come back in 30 seconds.
+func TestStream_CapWaitsForAReplacedStream(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: 1}}, withListener())
+	customer := a.customerClient(t)
+	old := a.open(t, customer, htmlStreamPath(a.run.ID, "1"), "")
+	type result struct {
+		ev  testkit.SSEEvent
+		err error
+	}
+	got := make(chan result, 1)
+	go func() {
+		// The replacement: from 0, an accepted stream sends seq 1 at once.
+		req, _ := http.NewRequest(http.MethodGet, a.srv.URL+htmlStreamPath(a.run.ID, "0"), nil)
+		res, err := customer.Do(req)
+		if err != nil {
+			got <- result{err: err}
+			return
+		}
+		defer res.Body.Close()
+		for ev, err := range testkit.SSE(res.Body) {
+			got <- result{ev, err}
+			return
+		}
+		got <- result{err: fmt.Errorf("the stream ended with no event")}
+	}()
+	time.Sleep(100 * time.Millisecond) // the replacement is waiting at the cap
+	old.cancel()
+	select {
+	case r := <-got:
+		if r.err != nil {
+			t.Fatal(r.err)
+		}
+		if r.ev.Event == "busy" {
+			t.Errorf("the replacement was refused: %s", r.ev.Data)
+		}
+	case <-time.After(15 * time.Second):
+		t.Fatal("the replacement stream sent nothing")
+	}
+
+	// With nothing leaving, the stream over the cap is refused in words.
+	held := a.open(t, customer, htmlStreamPath(a.run.ID, "1"), "")
+	defer held.cancel()
+	wantBusy(t, a.get(t, customer, htmlStreamPath(a.run.ID, "1")), "You have the most live views one person may have open (1)")
 }
 
 // wantBusy checks a refused run-page stream: an event stream (so the
