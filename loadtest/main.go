@@ -46,6 +46,7 @@ type options struct {
 	idle     time.Duration
 	rounds   int
 	stream   string
+	from     string
 	bare     bool
 
 	// runs
@@ -88,6 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "watchers: idle time over which CPU is measured (at most 2m)")
 	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds (at most 9)")
 	fs.StringVar(&o.stream, "stream", "api", "watchers: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
+	fs.StringVar(&o.from, "from", "end", "watchers: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
 
 	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")
@@ -114,6 +116,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 func (o *options) validate() error {
 	if o.mode != "watchers" && o.mode != "runs" {
 		return fmt.Errorf("-mode must be watchers or runs, got %q", o.mode)
+	}
+	if o.from != "end" && o.from != "start" {
+		return fmt.Errorf("-from must be end or start, got %q", o.from)
 	}
 	if o.stream != "api" && o.stream != "html" {
 		return fmt.Errorf("-stream must be api or html, got %q", o.stream)

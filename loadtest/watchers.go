@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -70,8 +71,12 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	var readers sync.WaitGroup
 	defer readers.Wait()
 	defer closeStreams()
+	after, err := w.startCursors(ctx)
+	if err != nil {
+		return nil, err
+	}
 	began := time.Now()
-	states, err := w.open(sctx, c, &readers)
+	states, err := w.open(sctx, c, &readers, after)
 	if err != nil {
 		return nil, err
 	}
@@ -111,7 +116,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 
 // open opens every watcher's stream, openConcurrency at a time, and starts
 // its reader. Watcher i watches run i mod M.
-func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitGroup) ([]*watcherState, error) {
+func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitGroup, after map[uuid.UUID]string) ([]*watcherState, error) {
 	states := make([]*watcherState, w.o.watchers)
 	bodies := make([]io.ReadCloser, w.o.watchers)
 	var next atomic.Int64
@@ -125,7 +130,8 @@ func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitG
 				if i >= w.o.watchers || ctx.Err() != nil {
 					return
 				}
-				body, err := w.t.client.openStream(ctx, w.t.path(w.runs[i%len(w.runs)]))
+				run := w.runs[i%len(w.runs)]
+				body, err := w.t.client.openStream(ctx, w.t.path(run)+after[run])
 				if err != nil {
 					mu.Lock()
 					if firstErr == nil {
@@ -159,6 +165,25 @@ func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitG
 }
 
 const openConcurrency = 100
+
+// startCursors is the query each run's streams open with: with -from end,
+// after= the run's last seq, so a stream starts where a page that just
+// loaded starts (and where the bare server's streams start); with -from
+// start, nothing (the whole log is replayed). Read before the clock runs.
+func (w *watchRound) startCursors(ctx context.Context) (map[uuid.UUID]string, error) {
+	after := map[uuid.UUID]string{}
+	if w.o.from != "end" {
+		return after, nil
+	}
+	for _, id := range w.runs {
+		r, err := w.st.RunByID(ctx, id)
+		if err != nil {
+			return nil, fmt.Errorf("read run %s: %w", id, err)
+		}
+		after[id] = "?after=" + strconv.FormatInt(r.LastSeq, 10)
+	}
+	return after, nil
+}
 
 // appendPhase appends at the target rate for the duration, waits for the
 // deliveries, and adds the delivery figures to out.
@@ -290,6 +315,7 @@ type watchersSummary struct {
 	Rate     float64              `json:"rate"`
 	Duration string               `json:"duration"`
 	Stream   string               `json:"stream"`
+	From     string               `json:"from"`
 	Figures  []figure             `json:"figures"`
 	Refundd  []map[string]float64 `json:"refundd_rounds"`
 	Bare     []map[string]float64 `json:"bare_rounds,omitempty"`
@@ -302,8 +328,8 @@ func (s *watchersSummary) String() string {
 	if s.Incomplete != "" {
 		note = "\nINCOMPLETE: " + s.Incomplete + "\n"
 	}
-	return fmt.Sprintf("\n%d watchers on %d runs (%s stream), %g appends/s for %s, %d rounds, load %s → %s, %.0f s\n%s\n%s",
-		s.Watchers, s.Runs, s.Stream, s.Rate, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, note, table(s.Figures))
+	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g appends/s for %s, %d rounds, load %s → %s, %.0f s\n%s\n%s",
+		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, note, table(s.Figures))
 }
 
 // runWatchers measures refundd and the bare reference in interleaved
@@ -312,7 +338,7 @@ func (s *watchersSummary) String() string {
 func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 	o := e.o
 	sum := &watchersSummary{meta: newMeta(o), Watchers: o.watchers, Runs: o.runs, Rate: o.rate,
-		Duration: o.duration.String(), Stream: o.stream}
+		Duration: o.duration.String(), Stream: o.stream, From: o.from}
 	runs, err := e.watchedRuns(ctx)
 	if err != nil {
 		return nil, err
