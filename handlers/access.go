@@ -54,8 +54,13 @@ func (h *Handler) loadRun(c echo.Context) (*store.Run, Access, error) {
 	if err != nil {
 		return nil, AccessNone, store.ErrNotFound
 	}
-	run, hasApproval, err := h.store.RunForAccess(c.Request().Context(), id)
-	if err != nil {
+	var (
+		run         *store.Run
+		hasApproval bool
+	)
+	if pre, ok := c.Get(ctxRunForAccess).(runForAccess); ok && pre.run.ID == id {
+		run, hasApproval = pre.run, pre.hasApproval // read with the user (loadStreamUser)
+	} else if run, hasApproval, err = h.store.RunForAccess(c.Request().Context(), id); err != nil {
 		return nil, AccessNone, err
 	}
 	access := h.accessTo(currentUser(c), run, hasApproval)

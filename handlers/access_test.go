@@ -16,7 +16,7 @@ import (
 )
 
 // signedIn returns a client logged in as email.
-func (a *app) signedIn(t *testing.T, email string) *http.Client {
+func (a *app) signedIn(t testing.TB, email string) *http.Client {
 	t.Helper()
 	c := a.client(t)
 	a.login(t, c, email)

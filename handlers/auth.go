@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"errors"
+
+	"github.com/google/uuid"
 	"net/http"
 	"slices"
 	"strings"
@@ -62,6 +64,61 @@ func (h *Handler) loadAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 		c.Set(ctxToken, token)
 		return next(c)
 	}
+}
+
+// loadStreamUser is loadUser (api: loadAPIUser) for the stream of one
+// run (:id), which reads the user and the run in one statement
+// (store.StreamOpen) instead of one each: streams open by the thousand
+// when a server restarts. The run is kept for loadRun, which still
+// decides access. Anything that statement does not find (no credential, a
+// bad one, a disabled user, no such run) goes the plain way, which says
+// what is wrong in the plain words.
+func (h *Handler) loadStreamUser(api bool) echo.MiddlewareFunc {
+	return func(next echo.HandlerFunc) echo.HandlerFunc {
+		plain := h.loadUser(next)
+		if api {
+			plain = h.loadAPIUser(next)
+		}
+		return func(c echo.Context) error {
+			runID, err := uuid.Parse(c.Param("id"))
+			if err != nil {
+				return plain(c)
+			}
+			cred := store.StreamCredential{RunID: runID}
+			if auth := c.Request().Header.Get(echo.HeaderAuthorization); api && auth != "" {
+				scheme, token, _ := strings.Cut(auth, " ")
+				token = strings.TrimSpace(token)
+				if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, store.TokenPrefix) {
+					return plain(c)
+				}
+				cred.Token = token
+			} else if cred.SessionID, _ = h.session(c).Values[keySessionID].(string); cred.SessionID == "" {
+				return plain(c)
+			}
+			u, run, hasApproval, err := h.store.StreamOpen(c.Request().Context(), cred)
+			if errors.Is(err, store.ErrNotFound) {
+				return plain(c)
+			}
+			if err != nil {
+				return err
+			}
+			setUser(c, u)
+			if cred.Token != "" {
+				c.Set(ctxToken, cred.Token)
+			}
+			c.Set(ctxRunForAccess, runForAccess{run, hasApproval})
+			return next(c)
+		}
+	}
+}
+
+// ctxRunForAccess is the echo context key of the run loadStreamUser read
+// with the user (a runForAccess), for loadRun.
+const ctxRunForAccess = "run_for_access"
+
+type runForAccess struct {
+	run         *store.Run
+	hasApproval bool
 }
 
 // ctxToken is the echo context key of the bearer token a request came

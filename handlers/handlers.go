@@ -142,7 +142,9 @@ func (h *Handler) routes() []route {
 	admin := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
 	support := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
 	streamSession := []echo.MiddlewareFunc{h.loadUser}
-	streamAPI := []echo.MiddlewareFunc{h.loadAPIUser, h.requireUser}
+	// A stream of one run reads its user and run in one statement.
+	runStream := []echo.MiddlewareFunc{h.loadStreamUser(false)}
+	runStreamAPI := []echo.MiddlewareFunc{h.loadStreamUser(true), h.requireUser}
 
 	return []route{
 		{http.MethodGet, "/healthz", h.healthz, public},
@@ -164,7 +166,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/runs/:id", h.showRunPage, signedIn},
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
-		{http.MethodGet, "/runs/:id/events", h.streamRunPage, streamSession},
+		{http.MethodGet, "/runs/:id/events", h.streamRunPage, runStream},
 		// The approval queue, live; like the page's stream it answers a
 		// missing session or role with a close event.
 		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
@@ -190,7 +192,7 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/api/runs", h.apiStartRun, api},
 		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api},
 		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api},
-		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, streamAPI},
+		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, runStreamAPI},
 		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, api},
 		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, api},
 	}

@@ -85,7 +85,7 @@ func configureServer(f func(*httptest.Server)) appOption {
 
 // newApp builds the handlers with cfg (and the test session key) over a
 // fresh seeded database and serves them until the test ends.
-func newApp(t *testing.T, cfg handlers.Config, opts ...appOption) *app {
+func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 	t.Helper()
 	var setup appSetup
 	for _, o := range opts {
@@ -147,7 +147,7 @@ func shutdown(t testing.TB, e *echo.Echo) {
 
 // client is a browser-like client with cookies that does not follow
 // redirects, so tests see them.
-func (a *app) client(t *testing.T) *http.Client {
+func (a *app) client(t testing.TB) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {
@@ -174,7 +174,7 @@ func (r response) doc(t *testing.T) *goquery.Document {
 	return d
 }
 
-func do(t *testing.T, c *http.Client, req *http.Request) response {
+func do(t testing.TB, c *http.Client, req *http.Request) response {
 	t.Helper()
 	res, err := c.Do(req)
 	if err != nil {
@@ -188,7 +188,7 @@ func do(t *testing.T, c *http.Client, req *http.Request) response {
 	return response{status: res.StatusCode, header: res.Header, body: string(b)}
 }
 
-func (a *app) get(t *testing.T, c *http.Client, path string) response {
+func (a *app) get(t testing.TB, c *http.Client, path string) response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodGet, a.srv.URL+path, nil)
 	if err != nil {
@@ -197,7 +197,7 @@ func (a *app) get(t *testing.T, c *http.Client, path string) response {
 	return do(t, c, req)
 }
 
-func (a *app) post(t *testing.T, c *http.Client, path string, form url.Values) response {
+func (a *app) post(t testing.TB, c *http.Client, path string, form url.Values) response {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPost, a.srv.URL+path, strings.NewReader(form.Encode()))
 	if err != nil {
@@ -207,7 +207,7 @@ func (a *app) post(t *testing.T, c *http.Client, path string, form url.Values) r
 	return do(t, c, req)
 }
 
-func (a *app) login(t *testing.T, c *http.Client, email string) {
+func (a *app) login(t testing.TB, c *http.Client, email string) {
 	t.Helper()
 	r := a.post(t, c, "/login", url.Values{"email": {email}, "password": {store.DemoPassword}})
 	if r.status != http.StatusSeeOther {
@@ -215,14 +215,14 @@ func (a *app) login(t *testing.T, c *http.Client, email string) {
 	}
 }
 
-func wantStatus(t *testing.T, r response, want int) {
+func wantStatus(t testing.TB, r response, want int) {
 	t.Helper()
 	if r.status != want {
 		t.Fatalf("status = %d, want %d; body:\n%s", r.status, want, r.body)
 	}
 }
 
-func wantRedirect(t *testing.T, r response, to string) {
+func wantRedirect(t testing.TB, r response, to string) {
 	t.Helper()
 	wantStatus(t, r, http.StatusSeeOther)
 	if got := r.header.Get("Location"); got != to {

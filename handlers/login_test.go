@@ -17,7 +17,7 @@ import (
 // clientFrom is a browser-like client (cookies, redirects not followed)
 // whose connections leave from ip, a loopback address, so the server sees
 // it as a different client address.
-func (a *app) clientFrom(t *testing.T, ip string) *http.Client {
+func (a *app) clientFrom(t testing.TB, ip string) *http.Client {
 	t.Helper()
 	jar, err := cookiejar.New(nil)
 	if err != nil {

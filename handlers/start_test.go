@@ -32,7 +32,7 @@ func (a *app) send(t *testing.T, c *http.Client, method, path string, hdr map[st
 	return do(t, c, req)
 }
 
-func (a *app) user(t *testing.T, email string) *store.User {
+func (a *app) user(t testing.TB, email string) *store.User {
 	t.Helper()
 	u, err := a.store.UserByEmail(context.Background(), email)
 	if err != nil {
@@ -58,7 +58,7 @@ func (a *app) order(t *testing.T, email, description string) store.Order {
 }
 
 // startRun starts a run straight through the store, as the owner would.
-func (a *app) startRun(t *testing.T, email string, amount int64) *store.Run {
+func (a *app) startRun(t testing.TB, email string, amount int64) *store.Run {
 	t.Helper()
 	u := a.user(t, email)
 	orders, err := a.store.OrdersByCustomer(context.Background(), u.ID)

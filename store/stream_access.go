@@ -3,7 +3,9 @@ package store
 import (
 	"context"
 	"database/sql"
+	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
@@ -92,4 +94,71 @@ func (s *Store) StreamAccess(ctx context.Context, creds []StreamCredential) ([]S
 		return nil, fmt.Errorf("store: stream access: %w", err)
 	}
 	return out, nil
+}
+
+// prefixed lists columns (a columns constant) as "alias.col" AS "alias.col",
+// for sqlx to scan into the struct field tagged db:"alias".
+func prefixed(alias, columns string) string {
+	var b strings.Builder
+	for i, c := range strings.Split(columns, ",") {
+		c = strings.TrimSpace(c)
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, `%s.%s AS "%s.%s"`, alias, c, alias, c)
+	}
+	return b.String()
+}
+
+// streamOpenSQL reads a stream's user (through a session or a token, with
+// the token's last use noted as UserByToken does) and its run, in one
+// statement. It finds nothing unless both exist and the user is enabled.
+var streamOpenSQL = `WITH t AS (
+    SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = $2 AND revoked_at IS NULL
+), touch AS (
+    UPDATE api_tokens SET last_used_at = now() FROM t
+    WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
+      AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.disabled_at IS NULL)
+)
+SELECT ` + prefixed("u", userColumns) + `,
+    coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = u.id), '{}') AS grants,
+    ` + prefixed("r", runColumns) + `,
+    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval
+FROM users u, runs r
+WHERE u.disabled_at IS NULL
+  AND u.id = coalesce((SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now()), (SELECT user_id FROM t))
+  AND r.id = $3`
+
+// StreamOpen reads what opening a stream needs, in one statement: the
+// user the credential (a session or a token) belongs to, with their
+// grants, and the run with whether it asked for an approval (who may see
+// it depends on that). ErrNotFound when the credential does not work, its
+// user is disabled or the run does not exist; UserBySession, UserByToken
+// and RunForAccess then say which.
+func (s *Store) StreamOpen(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
+	stmt, err := s.prepared(ctx, streamOpenSQL)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	session, token := []byte{}, []byte{}
+	if c.SessionID != "" {
+		session = hashSessionID(c.SessionID)
+	}
+	if c.Token != "" {
+		token = hashToken(c.Token)
+	}
+	var row struct {
+		U           User           `db:"u"`
+		Grants      pq.StringArray `db:"grants"`
+		R           Run            `db:"r"`
+		HasApproval bool           `db:"has_approval"`
+	}
+	switch err := stmt.GetContext(ctx, &row, session, token, c.RunID); {
+	case errors.Is(err, sql.ErrNoRows):
+		return nil, nil, false, ErrNotFound
+	case err != nil:
+		return nil, nil, false, fmt.Errorf("store: stream open: %w", err)
+	}
+	row.U.Grants = []string(row.Grants)
+	return &row.U, &row.R, row.HasApproval, nil
 }

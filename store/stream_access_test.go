@@ -2,6 +2,7 @@ package store_test
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
@@ -90,5 +91,82 @@ func TestStreamAccess_OneQueryForMany(t *testing.T) {
 	}
 	if facts, err = s.StreamAccess(ctx, creds[:1]); err != nil || facts[0].User != nil {
 		t.Errorf("disabled user: %+v, %v, want no user", facts, err)
+	}
+}
+
+// TestStreamOpen_UserAndRunInOneRead: a live session or token finds its
+// user (with grants) and the run in one statement, and a token's use is
+// noted; an ended session, a revoked token, a missing run and a disabled
+// user find nothing (ErrNotFound), leaving the plain lookups to say which.
+func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	s := seeded(t)
+	customer, err := s.UserByEmail(ctx, "customer@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	support, err := s.UserByEmail(ctx, "support@example.com")
+	if err != nil {
+		t.Fatal(err)
+	}
+	orders, err := s.OrdersByCustomer(ctx, customer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := s.StartRun(ctx, store.StartRequest{OwnerID: customer.ID, ClientRequestID: uuid.NewString(),
+		OrderID: orders[0].ID, Amount: 1, Reason: "test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	live, err := s.CreateSession(ctx, customer.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ended, err := s.CreateSession(ctx, customer.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndSession(ctx, ended); err != nil {
+		t.Fatal(err)
+	}
+	tok, token, err := s.CreateToken(ctx, support.ID, "stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	gone, revoked, err := s.CreateToken(ctx, support.ID, "revoked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeToken(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+
+	u, r, asked, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID})
+	if err != nil || u.ID != customer.ID || !u.Has(store.GrantRefundAccess) || r.ID != run.ID || r.OwnerID != customer.ID || r.LastSeq != run.LastSeq || asked {
+		t.Errorf("live session: %+v, %+v, %v, %v; want the customer with refund_access and their run, no approval", u, r, asked, err)
+	}
+	u, r, _, err = s.StreamOpen(ctx, store.StreamCredential{Token: token, RunID: run.ID})
+	if err != nil || u.ID != support.ID || u.Role != store.RoleSupport || r.ID != run.ID {
+		t.Errorf("live token: %+v, %+v, %v; want support and the run", u, r, err)
+	}
+	if t2, err := s.TokenByID(ctx, tok.ID); err != nil || !t2.LastUsedAt.Valid {
+		t.Errorf("token after a stream: %+v, %v; want its last use noted", t2, err)
+	}
+	for what, c := range map[string]store.StreamCredential{
+		"ended session": {SessionID: ended, RunID: run.ID},
+		"revoked token": {Token: revoked, RunID: run.ID},
+		"missing run":   {SessionID: live, RunID: uuid.New()},
+		"no credential": {RunID: run.ID},
+	} {
+		if u, r, _, err := s.StreamOpen(ctx, c); !errors.Is(err, store.ErrNotFound) {
+			t.Errorf("%s: %+v, %+v, %v; want ErrNotFound", what, u, r, err)
+		}
+	}
+	if err := s.SetDisabled(ctx, customer.ID, true); err != nil {
+		t.Fatal(err)
+	}
+	if u, _, _, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID}); !errors.Is(err, store.ErrNotFound) {
+		t.Errorf("disabled user: %+v, %v; want ErrNotFound", u, err)
 	}
 }

@@ -1,0 +1,126 @@
+package handlers_test
+
+import (
+	"context"
+	"database/sql"
+	"fmt"
+	"io"
+	"net/http"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/store"
+)
+
+// BenchmarkSnapshots500 times what a person opening a long run waits for
+// (issue 11, item 6): the run page (GET /runs/{id}, HTML) and the JSON
+// snapshot (GET /api/runs/{id}) of a run of 500 events, each beside the
+// bare snapshot transaction on the same database (REPEATABLE READ, the
+// run's row and its 500 events scanned, commit). Every iteration does all
+// three, in a rotating order, so the reference shares the machine's
+// moment; the figures are p50 and p99 of each and the ratios to the bare
+// transaction's. Run with -benchtime 300x or more:
+//
+//	go test -run '^$' -bench Snapshots500 -benchtime 400x ./handlers
+func BenchmarkSnapshots500(b *testing.B) {
+	ctx := context.Background()
+	a := newApp(b, handlers.Config{})
+	run := a.startRun(b, "customer@example.com", 1)
+	for range 10 {
+		evs := make([]store.NewEvent, 50)
+		for i := range evs {
+			evs[i] = store.NewEvent{Type: store.EventNarrationDelta,
+				Payload: map[string]string{"text": "I checked the order: it was paid in full and delivered on time. "}}
+		}
+		if _, err := a.store.Append(ctx, run.ID, evs...); err != nil {
+			b.Fatal(err)
+		}
+	}
+	c := a.signedIn(b, "customer@example.com")
+	get := func(path string) error {
+		res, err := c.Get(a.srv.URL + path)
+		if err != nil {
+			return err
+		}
+		defer res.Body.Close()
+		if _, err := io.Copy(io.Discard, res.Body); err != nil {
+			return err
+		}
+		if res.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %d", path, res.StatusCode)
+		}
+		return nil
+	}
+	n := 0
+	bare := func() error {
+		tx, err := a.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+		if err != nil {
+			return err
+		}
+		defer tx.Rollback()
+		var r store.Run
+		if err := tx.GetContext(ctx, &r, `SELECT * FROM runs WHERE id = $1`, run.ID); err != nil {
+			return err
+		}
+		rows, err := tx.QueryContext(ctx, `SELECT run_id, seq, event_id, type, class, payload, created_at
+            FROM run_events WHERE run_id = $1 ORDER BY seq`, run.ID)
+		if err != nil {
+			return err
+		}
+		var evs []store.Event
+		for rows.Next() {
+			var e store.Event
+			if err := rows.Scan(&e.RunID, &e.Seq, &e.EventID, &e.Type, &e.Class, &e.Payload, &e.CreatedAt); err != nil {
+				rows.Close()
+				return err
+			}
+			evs = append(evs, e)
+		}
+		if err := rows.Err(); err != nil {
+			return err
+		}
+		n = len(evs)
+		return tx.Commit()
+	}
+	steps := []struct {
+		name string
+		do   func() error
+		took []time.Duration
+	}{
+		{name: "bare", do: bare},
+		{name: "page", do: func() error { return get("/runs/" + run.ID.String()) }},
+		{name: "api", do: func() error { return get("/api/runs/" + run.ID.String()) }},
+	}
+	i := 0
+	for b.Loop() {
+		for k := range steps {
+			s := &steps[(i+k)%len(steps)]
+			began := time.Now()
+			if err := s.do(); err != nil {
+				b.Fatal(err)
+			}
+			s.took = append(s.took, time.Since(began))
+		}
+		i++
+	}
+	if n < 500 {
+		b.Fatalf("the bare transaction read %d events, want 500 or more", n)
+	}
+	q := func(d []time.Duration, p float64) float64 {
+		d = slices.Clone(d)
+		slices.Sort(d)
+		return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000
+	}
+	ref50, ref99 := q(steps[0].took, 0.5), q(steps[0].took, 0.99)
+	for _, s := range steps {
+		p50, p99 := q(s.took, 0.5), q(s.took, 0.99)
+		b.ReportMetric(p50, s.name+"_p50_ms")
+		b.ReportMetric(p99, s.name+"_p99_ms")
+		if s.name != "bare" {
+			b.ReportMetric(p50/ref50, s.name+"/bare_p50")
+			b.ReportMetric(p99/ref99, s.name+"/bare_p99")
+		}
+	}
+}
