@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"strings"
 	"time"
@@ -104,7 +105,8 @@ func (sc *streamConn) serve() error {
 			go func() {
 				defer conn.Close()
 				go cancelWhenClosed(conn, cancel)
-				sc.finish(ctx, cancel, sc.loop(ctx))
+				err := sc.loopRecovering(ctx)
+				sc.finish(ctx, cancel, err)
 				stopShutdown()
 				sc.leave()
 				sc.w.finish()
@@ -120,6 +122,19 @@ func (sc *streamConn) serve() error {
 	}
 	sc.finish(ctx, cancel, err)
 	return nil
+}
+
+// loopRecovering is loop for a detached stream, outside the handler and
+// so outside echo's Recover: a panic ends this stream (logged with its
+// stack), not the process.
+func (sc *streamConn) loopRecovering(ctx context.Context) (err error) {
+	defer func() {
+		if r := recover(); r != nil {
+			sc.h.log.Error("stream panicked", "panic", r, "stack", string(debug.Stack()))
+			err = fmt.Errorf("handlers: stream panicked: %v", r)
+		}
+	}()
+	return sc.loop(ctx)
 }
 
 // errClientGone ends a stream whose client closed the connection.

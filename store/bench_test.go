@@ -343,3 +343,35 @@ func BenchmarkNarration(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkStreamOpen: what opening a stream reads, as one statement
+// (StreamOpen) and as the two lookups it replaces (UserBySession, then
+// RunForAccess), alternated in each iteration so both share the moment.
+func BenchmarkStreamOpen(b *testing.B) {
+	ctx := context.Background()
+	e := newBenchEnv(b)
+	run := e.startRuns(b, 1)[0]
+	sid, err := e.s.CreateSession(ctx, e.customer.ID, time.Hour)
+	if err != nil {
+		b.Fatal(err)
+	}
+	var one, two time.Duration
+	for b.Loop() {
+		began := time.Now()
+		if _, _, _, err := e.s.StreamOpen(ctx, store.StreamCredential{SessionID: sid, RunID: run}); err != nil {
+			b.Fatal(err)
+		}
+		one += time.Since(began)
+		began = time.Now()
+		if _, err := e.s.UserBySession(ctx, sid); err != nil {
+			b.Fatal(err)
+		}
+		if _, _, err := e.s.RunForAccess(ctx, run); err != nil {
+			b.Fatal(err)
+		}
+		two += time.Since(began)
+	}
+	b.ReportMetric(float64(one.Microseconds())/float64(b.N), "µs/StreamOpen")
+	b.ReportMetric(float64(two.Microseconds())/float64(b.N), "µs/two-lookups")
+	b.ReportMetric(float64(one)/float64(two), "ratio")
+}

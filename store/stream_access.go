@@ -110,24 +110,29 @@ func prefixed(alias, columns string) string {
 	return b.String()
 }
 
-// streamOpenSQL reads a stream's user (through a session or a token, with
-// the token's last use noted as UserByToken does) and its run, in one
-// statement. It finds nothing unless both exist and the user is enabled.
-var streamOpenSQL = `WITH t AS (
-    SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = $2 AND revoked_at IS NULL
-), touch AS (
-    UPDATE api_tokens SET last_used_at = now() FROM t
-    WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
-      AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.disabled_at IS NULL)
-)
-SELECT ` + prefixed("u", userColumns) + `,
+// streamOpenSQL reads a stream's user (who is the user the credential
+// names) and its run, in one statement. It finds nothing unless both exist
+// and the user is enabled.
+func streamOpenSQL(prefix, user string) string {
+	return prefix + `SELECT ` + prefixed("u", userColumns) + `,
     coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = u.id), '{}') AS grants,
     ` + prefixed("r", runColumns) + `,
     EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval
 FROM users u, runs r
-WHERE u.disabled_at IS NULL
-  AND u.id = coalesce((SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now()), (SELECT user_id FROM t))
-  AND r.id = $3`
+WHERE u.disabled_at IS NULL AND u.id = ` + user + ` AND r.id = $2`
+}
+
+var (
+	streamOpenBySessionSQL = streamOpenSQL("", `(SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now())`)
+	// With a token, its last use is noted as UserByToken does.
+	streamOpenByTokenSQL = streamOpenSQL(`WITH t AS (
+    SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
+), touch AS (
+    UPDATE api_tokens SET last_used_at = now() FROM t
+    WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
+      AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.disabled_at IS NULL)
+) `, `(SELECT user_id FROM t)`)
+)
 
 // StreamOpen reads what opening a stream needs, in one statement: the
 // user the credential (a session or a token) belongs to, with their
@@ -136,16 +141,16 @@ WHERE u.disabled_at IS NULL
 // user is disabled or the run does not exist; UserBySession, UserByToken
 // and RunForAccess then say which.
 func (s *Store) StreamOpen(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
-	stmt, err := s.prepared(ctx, streamOpenSQL)
+	query, key := streamOpenBySessionSQL, hashSessionID(c.SessionID)
+	switch {
+	case c.Token != "":
+		query, key = streamOpenByTokenSQL, hashToken(c.Token)
+	case c.SessionID == "":
+		return nil, nil, false, ErrNotFound
+	}
+	stmt, err := s.prepared(ctx, query)
 	if err != nil {
 		return nil, nil, false, err
-	}
-	session, token := []byte{}, []byte{}
-	if c.SessionID != "" {
-		session = hashSessionID(c.SessionID)
-	}
-	if c.Token != "" {
-		token = hashToken(c.Token)
 	}
 	var row struct {
 		U           User           `db:"u"`
@@ -153,7 +158,7 @@ func (s *Store) StreamOpen(ctx context.Context, c StreamCredential) (*User, *Run
 		R           Run            `db:"r"`
 		HasApproval bool           `db:"has_approval"`
 	}
-	switch err := stmt.GetContext(ctx, &row, session, token, c.RunID); {
+	switch err := stmt.GetContext(ctx, &row, key, c.RunID); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil, false, ErrNotFound
 	case err != nil:
