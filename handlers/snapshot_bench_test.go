@@ -60,8 +60,8 @@ func BenchmarkSnapshots500(b *testing.B) {
 			return err
 		}
 		defer tx.Rollback()
-		var r store.Run
-		if err := tx.GetContext(ctx, &r, `SELECT * FROM runs WHERE id = $1`, run.ID); err != nil {
+		r := map[string]any{}
+		if err := tx.QueryRowxContext(ctx, `SELECT * FROM runs WHERE id = $1`, run.ID).MapScan(r); err != nil {
 			return err
 		}
 		rows, err := tx.QueryContext(ctx, `SELECT run_id, seq, event_id, type, class, payload, created_at
