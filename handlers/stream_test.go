@@ -837,3 +837,50 @@ func TestStream_JSONStatusOnly(t *testing.T) {
 		t.Errorf("got %+v, want close", ev)
 	}
 }
+
+// TestStream_IdleClientThatNeverReadsIsCut: a client that stops reading an
+// idle stream fills its socket with heartbeats; the heartbeat that no
+// longer fits ends the stream (a slow cut, counted) and closes the
+// connection, without holding up anyone else's heartbeat.
+func TestStream_IdleClientThatNeverReadsIsCut(t *testing.T) {
+	t.Parallel()
+	closed := make(chan string, 256)
+	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 2 * time.Millisecond}}, withListener(),
+		configureServer(func(srv *httptest.Server) { srv.Listener = smallBufferListener{srv.Listener} }))
+	a.conns.mu.Lock()
+	a.conns.onClose = func(c net.Conn) {
+		select {
+		case closed <- c.RemoteAddr().String():
+		default:
+		}
+	}
+	a.conns.mu.Unlock()
+	cookie := a.loginCookie(t)
+	cuts := testutil.ToFloat64(metrics.StreamSlowCuts)
+
+	conn, err := net.Dial("tcp", a.srv.Listener.Addr().String())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	conn.(*net.TCPConn).SetReadBuffer(4096)
+	fmt.Fprintf(conn, "GET %s HTTP/1.1\r\nHost: localhost\r\nCookie: %s\r\nAccept: text/event-stream\r\n\r\n", jsonStreamPath(a.run.ID, "1"), cookie)
+	// Another client, reading, keeps its heartbeats meanwhile.
+	reader := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
+
+	for stalled := conn.LocalAddr().String(); ; {
+		select {
+		case addr := <-closed:
+			if addr != stalled {
+				continue
+			}
+		case <-time.After(60 * time.Second):
+			t.Fatal("the server did not close the idle connection of a client that never reads")
+		}
+		break
+	}
+	testkit.WaitUntil(t, "the cut to be counted", 10*time.Second, func() bool {
+		return testutil.ToFloat64(metrics.StreamSlowCuts) > cuts
+	})
+	reader.wantHeartbeat(t)
+}
