@@ -70,7 +70,6 @@ type Handler struct {
 	cookie   string // the session cookie's name
 	streams  *openStreams
 	tails    *tails
-	pings    *pinger
 }
 
 // New builds the web server's handler with every route registered.
@@ -98,7 +97,6 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
 	h.streams = newOpenStreams(&h.cfg.Stream, h.recheckStreams)
 	h.tails = newTails(h.streams.ctx, st, cfg.Listener, &h.cfg.Stream, logger)
-	h.pings = newPinger(h.streams.ctx, h.cfg.Stream.Heartbeat)
 	e.Server.RegisterOnShutdown(h.streams.Close)
 	e.HideBanner = true
 	e.HidePort = true

@@ -6,7 +6,6 @@ import (
 	"net"
 	"net/http"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
@@ -26,11 +25,6 @@ type sseWriter struct {
 	// for abort, which another goroutine may call.
 	conn     net.Conn
 	detached atomic.Pointer[connRef]
-	// connMu orders the writes on a detached connection: the stream's own
-	// and the pinger's heartbeat. lastWrite (unix nanoseconds) is when the
-	// last one ended.
-	connMu    sync.Mutex
-	lastWrite atomic.Int64
 }
 
 type connRef struct{ net.Conn }
@@ -176,7 +170,6 @@ func (w *sseWriter) detach() net.Conn {
 	}
 	w.conn, w.w = conn, nil
 	w.detached.Store(&connRef{conn})
-	w.lastWrite.Store(time.Now().UnixNano()) // the start just went out
 	// The controller holds the server's response and its buffers.
 	w.rc.Store(nil)
 	return conn
@@ -193,40 +186,14 @@ func (w *sseWriter) flushChunk() error {
 	chunk = append(chunk, w.buf.Bytes()...)
 	chunk = append(chunk, '\r', '\n')
 	w.reset()
-	return w.writeConn(chunk, w.timeout)
-}
-
-// writeConn writes b on the detached connection within timeout.
-func (w *sseWriter) writeConn(b []byte, timeout time.Duration) error {
-	w.connMu.Lock()
-	defer w.connMu.Unlock()
-	return w.writeConnLocked(b, timeout)
-}
-
-func (w *sseWriter) writeConnLocked(b []byte, timeout time.Duration) error {
-	if err := w.conn.SetWriteDeadline(time.Now().Add(timeout)); err != nil {
+	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
 		return err
 	}
-	if _, err := w.conn.Write(b); err != nil {
+	if _, err := w.conn.Write(chunk); err != nil {
 		return err
 	}
-	w.lastWrite.Store(time.Now().UnixNano())
 	// Cleared, or its timer would fire for nothing on every idle stream.
 	return w.conn.SetWriteDeadline(time.Time{})
-}
-
-// pingChunk is the heartbeat comment as a chunk.
-var pingChunk = []byte("9\r\n: ping\n\n\r\n")
-
-// ping writes the heartbeat if nothing was written for every; a stream
-// that is writing now needs none. It waits at most timeout for a client
-// that does not read: err says it did not take it.
-func (w *sseWriter) ping(now time.Time, every, timeout time.Duration) error {
-	if now.UnixNano()-w.lastWrite.Load() < int64(every) || !w.connMu.TryLock() {
-		return nil
-	}
-	defer w.connMu.Unlock()
-	return w.writeConnLocked(pingChunk, timeout)
 }
 
 // finish ends a detached stream's body (the last chunk), best effort.
@@ -237,5 +204,6 @@ func (w *sseWriter) finish() {
 	if w.buf.Len() > 0 {
 		_ = w.flushChunk()
 	}
-	_ = w.writeConn([]byte("0\r\n\r\n"), time.Second)
+	_ = w.conn.SetWriteDeadline(time.Now().Add(time.Second))
+	_, _ = w.conn.Write([]byte("0\r\n\r\n"))
 }

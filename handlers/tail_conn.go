@@ -102,12 +102,10 @@ func (sc *streamConn) serve() error {
 		if conn := sc.w.detach(); conn != nil {
 			sc.handedOver = true
 			sc.c = nil
-			h.pings.add(sc.w, cancel)
 			go func() {
 				defer conn.Close()
 				go cancelWhenClosed(conn, cancel)
 				err := sc.loopRecovering(ctx)
-				h.pings.remove(sc.w)
 				sc.finish(ctx, cancel, err)
 				stopShutdown()
 				sc.leave()
@@ -213,17 +211,8 @@ func (sc *streamConn) finish(ctx context.Context, cancel context.CancelCauseFunc
 }
 
 func (sc *streamConn) loop(ctx context.Context) error {
-	// A detached stream's heartbeat is the pinger's (pinger.go); a stream
-	// served by its handler keeps its own timer.
-	var (
-		hb        *time.Timer
-		heartbeat <-chan time.Time
-	)
-	if sc.w.conn == nil {
-		hb = time.NewTimer(sc.h.cfg.Stream.Heartbeat)
-		defer hb.Stop()
-		heartbeat = hb.C
-	}
+	hb := time.NewTimer(sc.h.cfg.Stream.Heartbeat)
+	defer hb.Stop()
 	recheck := func(s *stream) error { return s.recheck(ctx) }
 	var err error
 	for err == nil && len(sc.streams) > 0 {
@@ -233,7 +222,7 @@ func (sc *streamConn) loop(ctx context.Context) error {
 		select {
 		case <-ctx.Done():
 			return context.Cause(ctx)
-		case <-heartbeat:
+		case <-hb.C:
 			sc.w.comment("ping")
 		case <-sc.userWake:
 			err = sc.each(ctx, recheck)
@@ -252,9 +241,7 @@ func (sc *streamConn) loop(ctx context.Context) error {
 				err = sc.each(ctx, func(s *stream) error { return s.handOver(ctx) })
 			}
 		}
-		if hb != nil {
-			hb.Reset(sc.h.cfg.Stream.Heartbeat)
-		}
+		hb.Reset(sc.h.cfg.Stream.Heartbeat)
 	}
 	if err == nil {
 		err = sc.w.flush()

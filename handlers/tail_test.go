@@ -96,8 +96,8 @@ func serverGoroutines() int {
 // TestStream_IdleStreamGoroutines: an idle stream costs what a bare SSE
 // server's does, two goroutines: once detached from the HTTP server
 // (sse.go), its own loop and the read that sees the client go; the
-// process adds two goroutines for all of them (the batched access
-// re-check, and the pinger that writes every idle stream's heartbeat). Not
+// process adds one goroutine (the batched access re-check) for all of
+// them. Not
 // parallel: it counts the process's goroutines.
 func TestStream_IdleStreamGoroutines(t *testing.T) {
 	const n = 40
@@ -116,7 +116,7 @@ func TestStream_IdleStreamGoroutines(t *testing.T) {
 	var got int
 	testkit.WaitUntil(t, "the server's goroutines to settle", 10*time.Second, func() bool {
 		got = serverGoroutines() - before
-		return got <= 2*n+2
+		return got <= 2*n+1
 	})
 	t.Logf("%d server goroutines for %d idle streams (%.2f per stream)", got, n, float64(got)/n)
 }
