@@ -30,9 +30,9 @@ type StreamFacts struct {
 	HasApproval bool
 }
 
-const streamAccessSQL = `
+var streamAccessSQL = `
 SELECT c.i, u.id, u.role, (u.disabled_at IS NOT NULL) AS disabled,
-    coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = u.id), '{}') AS grants,
+    ` + grantsOf("u") + ` AS grants,
     r.owner_id,
     EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = c.run_id) AS has_approval
 FROM unnest($1::bytea[], $2::bytea[], $3::uuid[]) WITH ORDINALITY AS c(session_hash, token_hash, run_id, i)
@@ -115,7 +115,7 @@ func prefixed(alias, columns string) string {
 // and the user is enabled.
 func streamOpenSQL(prefix, user string) string {
 	return prefix + `SELECT ` + prefixed("u", userColumns) + `,
-    coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = u.id), '{}') AS grants,
+    ` + grantsOf("u") + ` AS grants,
     ` + prefixed("r", runColumns) + `,
     EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval
 FROM users u, runs r
@@ -125,13 +125,7 @@ WHERE u.disabled_at IS NULL AND u.id = ` + user + ` AND r.id = $2`
 var (
 	streamOpenBySessionSQL = streamOpenSQL("", `(SELECT user_id FROM sessions WHERE id_hash = $1 AND expires_at > now())`)
 	// With a token, its last use is noted as UserByToken does.
-	streamOpenByTokenSQL = streamOpenSQL(`WITH t AS (
-    SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
-), touch AS (
-    UPDATE api_tokens SET last_used_at = now() FROM t
-    WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
-      AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.disabled_at IS NULL)
-) `, `(SELECT user_id FROM t)`)
+	streamOpenByTokenSQL = streamOpenSQL(liveTokenSQL, `(SELECT user_id FROM t)`)
 )
 
 // StreamOpen reads what opening a stream needs, in one statement: the

@@ -65,11 +65,17 @@ func (s *Store) UserByEmail(ctx context.Context, email string) (*User, error) {
 	return s.loadUser(ctx, userWithGrantsSQL(`lower(users.email) = lower($1)`), strings.TrimSpace(email))
 }
 
+// grantsOf is the grant names of the user row alias, sorted, as an
+// array ('{}' for none).
+func grantsOf(alias string) string {
+	return `coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = ` + alias + `.id), '{}')`
+}
+
 // userWithGrantsSQL reads a user and their grants in one statement; where
 // is the condition that picks the user.
 func userWithGrantsSQL(where string) string {
 	return `SELECT ` + userColumns + `,
-    coalesce((SELECT array_agg(g.name ORDER BY g.name) FROM grants g WHERE g.user_id = users.id), '{}') AS grants
+    ` + grantsOf("users") + ` AS grants
     FROM users WHERE ` + where
 }
 
