@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"context"
 	"errors"
 
 	"github.com/google/uuid"
@@ -44,15 +45,13 @@ func setUser(c echo.Context, u *store.User) {
 func (h *Handler) loadAPIUser(next echo.HandlerFunc) echo.HandlerFunc {
 	withSession := h.loadUser(next)
 	return func(c echo.Context) error {
-		auth := c.Request().Header.Get(echo.HeaderAuthorization)
-		if auth == "" {
+		token, sent := bearerToken(c)
+		if !sent {
 			return withSession(c)
 		}
-		scheme, token, _ := strings.Cut(auth, " ")
-		if !strings.EqualFold(scheme, "Bearer") || strings.TrimSpace(token) == "" {
+		if token == "" {
 			return unauthorizedToken(c)
 		}
-		token = strings.TrimSpace(token)
 		u, err := h.store.UserByToken(c.Request().Context(), token)
 		if errors.Is(err, store.ErrNotFound) {
 			return unauthorizedToken(c)
@@ -85,10 +84,8 @@ func (h *Handler) loadStreamUser(api bool) echo.MiddlewareFunc {
 				return plain(c)
 			}
 			cred := store.StreamCredential{RunID: runID}
-			if auth := c.Request().Header.Get(echo.HeaderAuthorization); api && auth != "" {
-				scheme, token, _ := strings.Cut(auth, " ")
-				token = strings.TrimSpace(token)
-				if !strings.EqualFold(scheme, "Bearer") || !strings.HasPrefix(token, store.TokenPrefix) {
+			if token, sent := bearerToken(c); api && sent {
+				if !strings.HasPrefix(token, store.TokenPrefix) {
 					return plain(c)
 				}
 				cred.Token = token
@@ -132,15 +129,20 @@ const ctxToken = "api_token"
 // being disabled stops it. A credential that no longer works is
 // store.ErrNotFound.
 func (h *Handler) reloadUser(c echo.Context) (*store.User, error) {
-	ctx := c.Request().Context()
-	if token, ok := c.Get(ctxToken).(string); ok {
-		return h.store.UserByToken(ctx, token)
+	return h.userOf(c.Request().Context(), h.streamCredential(c, uuid.Nil))
+}
+
+// userOf loads the user a credential (a token, or else a session) belongs
+// to, afresh. A credential that no longer works, or a disabled user, is
+// ErrNotFound.
+func (h *Handler) userOf(ctx context.Context, cred store.StreamCredential) (*store.User, error) {
+	if cred.Token != "" {
+		return h.store.UserByToken(ctx, cred.Token)
 	}
-	sid, ok := h.session(c).Values[keySessionID].(string)
-	if !ok {
+	if cred.SessionID == "" {
 		return nil, store.ErrNotFound
 	}
-	u, err := h.store.UserBySession(ctx, sid)
+	u, err := h.store.UserBySession(ctx, cred.SessionID)
 	if err == nil && u.Disabled() {
 		return nil, store.ErrNotFound
 	}
@@ -150,6 +152,21 @@ func (h *Handler) reloadUser(c echo.Context) (*store.User, error) {
 // msgBadToken is the one answer to a token that does not work, whatever is
 // wrong with it: saying which would help someone guessing tokens.
 const msgBadToken = "The bearer token is not valid: it is mistyped, revoked, or its user is disabled. Send Authorization: Bearer rfd_… with a token an admin made."
+
+// bearerToken is the token of the request's `Authorization: Bearer`
+// header; sent says there is an Authorization header at all, and a token
+// of "" that it is not a bearer token.
+func bearerToken(c echo.Context) (token string, sent bool) {
+	auth := c.Request().Header.Get(echo.HeaderAuthorization)
+	if auth == "" {
+		return "", false
+	}
+	scheme, token, _ := strings.Cut(auth, " ")
+	if !strings.EqualFold(scheme, "Bearer") {
+		return "", true
+	}
+	return strings.TrimSpace(token), true
+}
 
 // unauthorizedToken answers a request whose Authorization header does not
 // work: 401 with the error JSON (never the HTML login page, which a

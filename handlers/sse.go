@@ -13,8 +13,8 @@ import (
 )
 
 // sseWriter frames Server-Sent Events into a buffer and writes it out with
-// a deadline, flushing through the ResponseController (which reports
-// errors, unlike echo's Flush).
+// a deadline: through the ResponseController (which reports errors, unlike
+// echo's Flush) until detach, then on the connection itself, as chunks.
 type sseWriter struct {
 	w       http.ResponseWriter
 	rc      atomic.Pointer[http.ResponseController]

@@ -34,11 +34,13 @@ import (
 //  5. a finished run, once everything is sent, and a denied viewer get the
 //     named event "close", which htmx-ext-sse's sse-close stops on.
 //
-// One goroutine per connection (the request's own) does all of it, for
-// one run or several (streamConn, tail_conn.go): it waits on the tails'
-// hand-overs, the user's grant changes, the batched access re-check, the
-// heartbeat and the client going away, and writes (sse.go) what the format
-// (stream_format.go) renders.
+// One goroutine per connection does all of it, for one run or several
+// (streamConn, tail_conn.go): the request's until the start is sent, then
+// its own once the connection is detached from the HTTP server (sse.go),
+// with a second that only reads to see the client go. It waits on the
+// tails' hand-overs, the user's grant changes, the batched access
+// re-check, the heartbeat and the client going away, and writes (sse.go)
+// what the format (stream_format.go) renders.
 
 // StreamConfig tunes the live streams. Zero values take the defaults.
 type StreamConfig struct {
@@ -408,15 +410,7 @@ func (s *stream) reset(ctx context.Context, snap *store.Snapshot, banner bool) e
 // decides their access to the run again, as loadRun does for every
 // request. signedOut: the credential no longer works.
 func (h *Handler) recheckAccess(ctx context.Context, cred store.StreamCredential) (access Access, signedOut bool, err error) {
-	var u *store.User
-	if cred.Token != "" {
-		u, err = h.store.UserByToken(ctx, cred.Token)
-	} else {
-		u, err = h.store.UserBySession(ctx, cred.SessionID)
-		if err == nil && u.Disabled() {
-			err = store.ErrNotFound
-		}
-	}
+	u, err := h.userOf(ctx, cred)
 	if errors.Is(err, store.ErrNotFound) {
 		return AccessNone, true, nil
 	}

@@ -20,7 +20,8 @@ import (
 )
 
 // streamConn is one client connection carrying the streams of one or more
-// runs. One goroutine (the request's) serves all of them: it waits on one
+// runs. One goroutine (the request's, then its own once detached: serve)
+// serves all of them: it waits on one
 // channel for every run's hand-overs, one for the batched re-check, the
 // user's grant changes, the heartbeat and the client going away.
 type streamConn struct {

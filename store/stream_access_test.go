@@ -18,46 +18,9 @@ import (
 func TestStreamAccess_OneQueryForMany(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := seeded(t)
-	customer, err := s.UserByEmail(ctx, "customer@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	support, err := s.UserByEmail(ctx, "support@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	orders, err := s.OrdersByCustomer(ctx, customer.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, _, err := s.StartRun(ctx, store.StartRequest{OwnerID: customer.ID, ClientRequestID: uuid.NewString(),
-		OrderID: orders[0].ID, Amount: 1, Reason: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := s.CreateSession(ctx, customer.ID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ended, err := s.CreateSession(ctx, customer.ID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EndSession(ctx, ended); err != nil {
-		t.Fatal(err)
-	}
-	_, token, err := s.CreateToken(ctx, support.ID, "stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, revoked, err := s.CreateToken(ctx, support.ID, "revoked")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RevokeToken(ctx, gone.ID); err != nil {
-		t.Fatal(err)
-	}
+	c := newCredentials(t)
+	s, customer, support, run := c.s, c.customer, c.support, c.run
+	live, ended, token, revoked := c.live, c.ended, c.token, c.revoked
 	creds := []store.StreamCredential{
 		{SessionID: live, RunID: run.ID},
 		{Token: token, RunID: run.ID},
@@ -101,46 +64,9 @@ func TestStreamAccess_OneQueryForMany(t *testing.T) {
 func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	s := seeded(t)
-	customer, err := s.UserByEmail(ctx, "customer@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	support, err := s.UserByEmail(ctx, "support@example.com")
-	if err != nil {
-		t.Fatal(err)
-	}
-	orders, err := s.OrdersByCustomer(ctx, customer.ID)
-	if err != nil {
-		t.Fatal(err)
-	}
-	run, _, err := s.StartRun(ctx, store.StartRequest{OwnerID: customer.ID, ClientRequestID: uuid.NewString(),
-		OrderID: orders[0].ID, Amount: 1, Reason: "test"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	live, err := s.CreateSession(ctx, customer.ID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	ended, err := s.CreateSession(ctx, customer.ID, time.Hour)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.EndSession(ctx, ended); err != nil {
-		t.Fatal(err)
-	}
-	tok, token, err := s.CreateToken(ctx, support.ID, "stream")
-	if err != nil {
-		t.Fatal(err)
-	}
-	gone, revoked, err := s.CreateToken(ctx, support.ID, "revoked")
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.RevokeToken(ctx, gone.ID); err != nil {
-		t.Fatal(err)
-	}
+	c := newCredentials(t)
+	s, customer, support, run := c.s, c.customer, c.support, c.run
+	live, ended, token, revoked := c.live, c.ended, c.token, c.revoked
 
 	u, r, asked, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID})
 	if err != nil || u.ID != customer.ID || !u.Has(store.GrantRefundAccess) || r.ID != run.ID || r.OwnerID != customer.ID || r.LastSeq != run.LastSeq || asked {
@@ -150,7 +76,7 @@ func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 	if err != nil || u.ID != support.ID || u.Role != store.RoleSupport || r.ID != run.ID {
 		t.Errorf("live token: %+v, %+v, %v; want support and the run", u, r, err)
 	}
-	if t2, err := s.TokenByID(ctx, tok.ID); err != nil || !t2.LastUsedAt.Valid {
+	if t2, err := s.TokenByID(ctx, c.tokenID); err != nil || !t2.LastUsedAt.Valid {
 		t.Errorf("token after a stream: %+v, %v; want its last use noted", t2, err)
 	}
 	for what, c := range map[string]store.StreamCredential{
@@ -169,4 +95,61 @@ func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 	if u, _, _, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("disabled user: %+v, %v; want ErrNotFound", u, err)
 	}
+}
+
+// credentials is what both stream-access tests look things up with: the
+// customer's run, a live and an ended session of theirs, and a live and a
+// revoked token of support's.
+type credentials struct {
+	s                 *store.Store
+	customer, support *store.User
+	run               *store.Run
+	live, ended       string // session IDs
+	tokenID           int64  // the live token's
+	token, revoked    string
+}
+
+func newCredentials(t *testing.T) credentials {
+	t.Helper()
+	ctx := context.Background()
+	c := credentials{s: seeded(t)}
+	s := c.s
+	var err error
+	if c.customer, err = s.UserByEmail(ctx, "customer@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	if c.support, err = s.UserByEmail(ctx, "support@example.com"); err != nil {
+		t.Fatal(err)
+	}
+	orders, err := s.OrdersByCustomer(ctx, c.customer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.run, _, err = s.StartRun(ctx, store.StartRequest{OwnerID: c.customer.ID, ClientRequestID: uuid.NewString(),
+		OrderID: orders[0].ID, Amount: 1, Reason: "test"}); err != nil {
+		t.Fatal(err)
+	}
+	if c.live, err = s.CreateSession(ctx, c.customer.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if c.ended, err = s.CreateSession(ctx, c.customer.ID, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.EndSession(ctx, c.ended); err != nil {
+		t.Fatal(err)
+	}
+	tok, token, err := s.CreateToken(ctx, c.support.ID, "stream")
+	if err != nil {
+		t.Fatal(err)
+	}
+	c.tokenID, c.token = tok.ID, token
+	gone, revoked, err := s.CreateToken(ctx, c.support.ID, "revoked")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.RevokeToken(ctx, gone.ID); err != nil {
+		t.Fatal(err)
+	}
+	c.revoked = revoked
+	return c
 }
