@@ -67,6 +67,8 @@ func (h *Handler) profile(c echo.Context) error {
 		pprof.Index(c.Response(), c.Request())
 	case "profile":
 		pprof.Profile(c.Response(), c.Request())
+	case "trace":
+		pprof.Trace(c.Response(), c.Request())
 	default:
 		pprof.Handler(name).ServeHTTP(c.Response(), c.Request())
 	}
