@@ -211,8 +211,22 @@ func (sc *streamConn) finish(ctx context.Context, cancel context.CancelCauseFunc
 	}
 }
 
+// heartbeatIn is how long a stream that has just written waits before its
+// heartbeat: until the first of the process's heartbeat slots (a quarter
+// of a heartbeat apart) that is at least a heartbeat away. Idle streams'
+// timers so fall due together, and the runtime wakes their goroutines in
+// one batch per slot instead of one wake-up of a sleeping thread each.
+// now is the time since beatEpoch.
+func heartbeatIn(every, now time.Duration) time.Duration {
+	slot := max(every/4, time.Millisecond)
+	return (now+every+slot-1)/slot*slot - now
+}
+
+// beatEpoch is where the heartbeat slots are counted from.
+var beatEpoch = time.Now()
+
 func (sc *streamConn) loop(ctx context.Context) error {
-	hb := time.NewTimer(sc.h.cfg.Stream.Heartbeat)
+	hb := time.NewTimer(heartbeatIn(sc.h.cfg.Stream.Heartbeat, time.Since(beatEpoch)))
 	defer hb.Stop()
 	recheck := func(s *stream) error { return s.recheck(ctx) }
 	var err error
@@ -242,7 +256,7 @@ func (sc *streamConn) loop(ctx context.Context) error {
 				err = sc.each(ctx, func(s *stream) error { return s.handOver(ctx) })
 			}
 		}
-		hb.Reset(sc.h.cfg.Stream.Heartbeat)
+		hb.Reset(heartbeatIn(sc.h.cfg.Stream.Heartbeat, time.Since(beatEpoch)))
 	}
 	if err == nil {
 		err = sc.w.flush()
