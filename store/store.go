@@ -32,6 +32,7 @@ type Store struct {
 
 	narration narrationBatcher
 	notifier  notifier
+	opens     openBatcher // stream_open.go
 }
 
 // Option adjusts how Open sets up the pool.
@@ -79,14 +80,15 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	return &Store{db: db, url: url, narration: newNarrationBatcher(), notifier: newNotifier()}, nil
+	return &Store{db: db, url: url, narration: newNarrationBatcher(), notifier: newNotifier(), opens: newOpenBatcher()}, nil
 }
 
 // Close closes the pool.
 //
 // The pool closes first, so nothing starts on it once Close is called
 // (a caller whose narration is refused must not go on with other writes);
-// then the narration and notice writers stop, failing what still waits.
+// then the narration and notice writers and the stream-open readers stop,
+// failing what still waits.
 func (s *Store) Close() error {
 	s.mu.Lock()
 	for _, st := range s.stmts {
@@ -96,6 +98,7 @@ func (s *Store) Close() error {
 	err := s.db.Close()
 	s.narration.stop()
 	s.notifier.stop()
+	s.opens.stop()
 	return err
 }
 

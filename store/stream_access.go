@@ -133,26 +133,37 @@ var (
 // grants, and the run with whether it asked for an approval (who may see
 // it depends on that). ErrNotFound when the credential does not work, its
 // user is disabled or the run does not exist; UserBySession, UserByToken
-// and RunForAccess then say which.
+// and RunForAccess then say which. Sessions' lookups share their statement
+// with other streams opening at the same moment (stream_open.go); a
+// token's, which notes the token's use, has its own.
 func (s *Store) StreamOpen(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
-	query, key := streamOpenBySessionSQL, hashSessionID(c.SessionID)
 	switch {
 	case c.Token != "":
-		query, key = streamOpenByTokenSQL, hashToken(c.Token)
+		return s.streamOpenOne(ctx, streamOpenByTokenSQL, hashToken(c.Token), c.RunID)
 	case c.SessionID == "":
 		return nil, nil, false, ErrNotFound
 	}
+	return s.openBySession(ctx, c)
+}
+
+// streamOpenRow is a row of the streamOpen…SQL statements.
+type streamOpenRow struct {
+	I           int            `db:"i"` // the request's place in a batch
+	U           User           `db:"u"`
+	Grants      pq.StringArray `db:"grants"`
+	R           Run            `db:"r"`
+	HasApproval bool           `db:"has_approval"`
+}
+
+// streamOpenOne is StreamOpen in a statement of its own: query is one of
+// the streamOpen…SQL, key the credential's hash.
+func (s *Store) streamOpenOne(ctx context.Context, query string, key []byte, runID uuid.UUID) (*User, *Run, bool, error) {
 	stmt, err := s.prepared(ctx, query)
 	if err != nil {
 		return nil, nil, false, err
 	}
-	var row struct {
-		U           User           `db:"u"`
-		Grants      pq.StringArray `db:"grants"`
-		R           Run            `db:"r"`
-		HasApproval bool           `db:"has_approval"`
-	}
-	switch err := stmt.GetContext(ctx, &row, key, c.RunID); {
+	var row streamOpenRow
+	switch err := stmt.GetContext(ctx, &row, key, runID); {
 	case errors.Is(err, sql.ErrNoRows):
 		return nil, nil, false, ErrNotFound
 	case err != nil:

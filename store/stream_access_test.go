@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -94,6 +95,65 @@ func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 	}
 	if u, _, _, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("disabled user: %+v, %v; want ErrNotFound", u, err)
+	}
+}
+
+// TestStreamOpen_ManyAtOnce: sessions' streams opening together are
+// read many to a statement, and each gets its own answer: its user and
+// run, or ErrNotFound for an ended session or a missing run, whatever
+// else shares its statement.
+func TestStreamOpen_ManyAtOnce(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCredentials(t)
+	s := c.s
+	creds := []store.StreamCredential{
+		{SessionID: c.live, RunID: c.run.ID},
+		{SessionID: c.ended, RunID: c.run.ID},
+		{SessionID: c.live, RunID: uuid.New()},
+		{SessionID: "no such session", RunID: c.run.ID},
+	}
+	check := func(what string, i int, u *store.User, r *store.Run, err error) {
+		t.Helper()
+		if i%len(creds) == 0 {
+			if err != nil || u.ID != c.customer.ID || !u.Has(store.GrantRefundAccess) || r.ID != c.run.ID || r.LastSeq != c.run.LastSeq {
+				t.Errorf("%s %d: %+v, %+v, %v; want the customer with refund_access and their run", what, i, u, r, err)
+			}
+			return
+		}
+		if !errors.Is(err, store.ErrNotFound) || u != nil || r != nil {
+			t.Errorf("%s %d: %+v, %+v, %v; want ErrNotFound", what, i, u, r, err)
+		}
+	}
+
+	// One statement, answers in their places.
+	var batch []store.StreamCredential
+	for range 5 {
+		batch = append(batch, creds...)
+	}
+	users, runs, errs := s.StreamOpenBatch(batch)
+	for i := range batch {
+		check("batch", i, users[i], runs[i], errs[i])
+	}
+
+	// Many callers at once share statements.
+	const callers = 300
+	before := s.StreamOpenReads()
+	var wg sync.WaitGroup
+	start := make(chan struct{})
+	for i := range callers {
+		wg.Go(func() {
+			<-start
+			u, r, _, err := s.StreamOpen(ctx, creds[i%len(creds)])
+			check("caller", i, u, r, err)
+		})
+	}
+	close(start)
+	wg.Wait()
+	if reads := s.StreamOpenReads() - before; reads >= callers {
+		t.Errorf("%d callers at once took %d statements; want fewer (batched)", callers, reads)
+	} else {
+		t.Logf("%d callers at once: %d statements", callers, reads)
 	}
 }
 
