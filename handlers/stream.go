@@ -44,7 +44,7 @@ import (
 
 // StreamConfig tunes the live streams. Zero values take the defaults.
 type StreamConfig struct {
-	Heartbeat time.Duration // a comment when nothing was sent for this long; default 15s
+	Heartbeat time.Duration // a comment when nothing was sent for this long (up to a quarter more: heartbeatIn); default 15s
 	Recheck   time.Duration // every stream's access is re-checked (in one query) this often; default 30s
 	Poll      time.Duration // store reads without a Listener; default 1s
 	Retry     time.Duration // the SSE retry hint for browsers; default 2s

@@ -110,14 +110,19 @@ func prefixed(alias, columns string) string {
 	return b.String()
 }
 
+// streamOpenColumns are what opening a stream reads, from users u and
+// runs r: the user with their grants, the run, and whether it asked for
+// an approval.
+var streamOpenColumns = prefixed("u", userColumns) + `,
+    ` + grantsOf("u") + ` AS grants,
+    ` + prefixed("r", runColumns) + `,
+    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval`
+
 // streamOpenSQL reads a stream's user (who is the user the credential
 // names) and its run, in one statement. It finds nothing unless both exist
 // and the user is enabled.
 func streamOpenSQL(prefix, user string) string {
-	return prefix + `SELECT ` + prefixed("u", userColumns) + `,
-    ` + grantsOf("u") + ` AS grants,
-    ` + prefixed("r", runColumns) + `,
-    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval
+	return prefix + `SELECT ` + streamOpenColumns + `
 FROM users u, runs r
 WHERE u.disabled_at IS NULL AND u.id = ` + user + ` AND r.id = $2`
 }

@@ -106,10 +106,7 @@ func (s *Store) readOpens() {
 
 // streamOpenBatchSQL is streamOpenBySessionSQL for many sessions and runs
 // at once; a request that finds nothing has no row.
-var streamOpenBatchSQL = `SELECT c.i, ` + prefixed("u", userColumns) + `,
-    ` + grantsOf("u") + ` AS grants,
-    ` + prefixed("r", runColumns) + `,
-    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval
+var streamOpenBatchSQL = `SELECT c.i, ` + streamOpenColumns + `
 FROM unnest($1::bytea[], $2::uuid[]) WITH ORDINALITY AS c(id_hash, run_id, i)
 JOIN sessions s ON s.id_hash = c.id_hash AND s.expires_at > now()
 JOIN users u ON u.id = s.user_id AND u.disabled_at IS NULL
