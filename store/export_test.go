@@ -21,16 +21,16 @@ func (s *Store) AppendThenRollBack(ctx context.Context, runID uuid.UUID, fail er
 // MarksSQL is the snapshot head's query of the log's marks.
 var MarksSQL = marksSQL
 
-// StreamOpenReads is how many statements StreamOpen's session lookups
-// have run (stream_open.go).
+// StreamOpenReads is how many statements StreamOpen's lookups have run
+// (stream_open.go).
 func (s *Store) StreamOpenReads() int64 { return s.opens.reads.Load() }
 
-// StreamOpenBatch reads the session credentials creds in one batch, as
-// the batcher would: answer i is creds[i]'s.
+// StreamOpenBatch reads creds in one batch, as the batcher would: answer
+// i is creds[i]'s.
 func (s *Store) StreamOpenBatch(creds []StreamCredential) (users []*User, runs []*Run, errs []error) {
 	batch := make([]*openRequest, len(creds))
 	for i, c := range creds {
-		batch[i] = &openRequest{key: hashSessionID(c.SessionID), runID: c.RunID}
+		batch[i] = newOpenRequest(c)
 	}
 	for _, a := range s.readOpenBatch(batch) {
 		users, runs, errs = append(users, a.user), append(runs, a.run), append(errs, a.err)

@@ -138,17 +138,13 @@ var (
 // grants, and the run with whether it asked for an approval (who may see
 // it depends on that). ErrNotFound when the credential does not work, its
 // user is disabled or the run does not exist; UserBySession, UserByToken
-// and RunForAccess then say which. Sessions' lookups share their statement
-// with other streams opening at the same moment (stream_open.go); a
-// token's, which notes the token's use, has its own.
+// and RunForAccess then say which. The lookup shares its statement with
+// those of other streams opening at the same moment (stream_open.go).
 func (s *Store) StreamOpen(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
-	switch {
-	case c.Token != "":
-		return s.streamOpenOne(ctx, streamOpenByTokenSQL, hashToken(c.Token), c.RunID)
-	case c.SessionID == "":
+	if c.Token == "" && c.SessionID == "" {
 		return nil, nil, false, ErrNotFound
 	}
-	return s.openBySession(ctx, c)
+	return s.openBatched(ctx, c)
 }
 
 // streamOpenRow is a row of the streamOpen…SQL statements.

@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -98,26 +99,32 @@ func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 	}
 }
 
-// TestStreamOpen_ManyAtOnce: sessions' streams opening together are
-// read many to a statement, and each gets its own answer: its user and
-// run, or ErrNotFound for an ended session or a missing run, whatever
-// else shares its statement.
+// TestStreamOpen_ManyAtOnce: streams opening together are read many to a
+// statement, sessions and tokens each their own, and each gets its own
+// answer: its user and run, or ErrNotFound for an ended session, a
+// revoked token or a missing run, whatever else shares its statement; a
+// token's use is noted as a lone lookup notes it.
 func TestStreamOpen_ManyAtOnce(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	c := newCredentials(t)
 	s := c.s
+	// want[i] is who creds[i] finds with the run; nil: nothing.
 	creds := []store.StreamCredential{
 		{SessionID: c.live, RunID: c.run.ID},
+		{Token: c.token, RunID: c.run.ID},
 		{SessionID: c.ended, RunID: c.run.ID},
 		{SessionID: c.live, RunID: uuid.New()},
 		{SessionID: "no such session", RunID: c.run.ID},
+		{Token: c.revoked, RunID: c.run.ID},
+		{Token: c.token, RunID: uuid.New()},
 	}
+	want := []*store.User{c.customer, c.support, nil, nil, nil, nil, nil}
 	check := func(what string, i int, u *store.User, r *store.Run, err error) {
 		t.Helper()
-		if i%len(creds) == 0 {
-			if err != nil || u.ID != c.customer.ID || !u.Has(store.GrantRefundAccess) || r.ID != c.run.ID || r.LastSeq != c.run.LastSeq {
-				t.Errorf("%s %d: %+v, %+v, %v; want the customer with refund_access and their run", what, i, u, r, err)
+		if w := want[i%len(creds)]; w != nil {
+			if err != nil || u.ID != w.ID || u.Role != w.Role || !slices.Equal(u.Grants, w.Grants) || r.ID != c.run.ID || r.LastSeq != c.run.LastSeq {
+				t.Errorf("%s %d: %+v, %+v, %v; want %s with their grants %v and the run", what, i, u, r, err, w.Email, w.Grants)
 			}
 			return
 		}
@@ -126,19 +133,26 @@ func TestStreamOpen_ManyAtOnce(t *testing.T) {
 		}
 	}
 
-	// One statement, answers in their places.
+	// One batch, answers in their places.
 	var batch []store.StreamCredential
 	for range 5 {
 		batch = append(batch, creds...)
 	}
+	before := s.StreamOpenReads()
 	users, runs, errs := s.StreamOpenBatch(batch)
 	for i := range batch {
 		check("batch", i, users[i], runs[i], errs[i])
 	}
+	if reads := s.StreamOpenReads() - before; reads != 2 {
+		t.Errorf("a batch of sessions and tokens took %d statements; want 2, one per kind", reads)
+	}
+	if tok, err := s.TokenByID(ctx, c.tokenID); err != nil || !tok.LastUsedAt.Valid {
+		t.Errorf("token after a batch: %+v, %v; want its last use noted", tok, err)
+	}
 
 	// Many callers at once share statements.
 	const callers = 300
-	before := s.StreamOpenReads()
+	before = s.StreamOpenReads()
 	var wg sync.WaitGroup
 	start := make(chan struct{})
 	for i := range callers {

@@ -12,9 +12,9 @@ import (
 )
 
 // Streams open by the thousand at once (a restart's reconnecting browsers,
-// a load balancer moving clients): the session lookups of streams opening
-// together are read in one statement (streamOpenBatchSQL), by a few
-// readers that each take what waits, so a lone stream's lookup goes at
+// a load balancer moving clients): the lookups of streams opening together
+// are read in one statement per credential kind (streamOpenBatchSQL), by a
+// few readers that each take what waits, so a lone stream's lookup goes at
 // once and a storm's go many to a statement.
 
 const (
@@ -36,7 +36,8 @@ type openBatcher struct {
 }
 
 type openRequest struct {
-	key   []byte // the session ID's hash
+	key   []byte // the session ID's or the token's hash
+	token bool   // key is a token's
 	runID uuid.UUID
 	done  chan openAnswer // buffered: a reader never waits on a caller gone
 }
@@ -61,16 +62,17 @@ func (b *openBatcher) stop() {
 	b.wg.Wait()
 }
 
-// openBySession is StreamOpen for a session, batched with the other
-// streams opening at the same moment.
-func (s *Store) openBySession(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
+// openBatched is StreamOpen batched with the other streams opening at the
+// same moment.
+func (s *Store) openBatched(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
 	b := &s.opens
 	b.start.Do(func() {
 		for range openReaders {
 			b.wg.Go(s.readOpens)
 		}
 	})
-	req := &openRequest{key: hashSessionID(c.SessionID), runID: c.RunID, done: make(chan openAnswer, 1)}
+	req := newOpenRequest(c)
+	req.done = make(chan openAnswer, 1)
 	select {
 	case b.queue <- req:
 	case <-b.quit:
@@ -104,50 +106,84 @@ func (s *Store) readOpens() {
 	}
 }
 
-// streamOpenBatchSQL is streamOpenBySessionSQL for many sessions and runs
-// at once; a request that finds nothing has no row.
-var streamOpenBatchSQL = `SELECT c.i, ` + streamOpenColumns + `
+func newOpenRequest(c StreamCredential) *openRequest {
+	if c.Token != "" {
+		return &openRequest{key: hashToken(c.Token), token: true, runID: c.RunID}
+	}
+	return &openRequest{key: hashSessionID(c.SessionID), runID: c.RunID}
+}
+
+// streamOpenBatchSQL is streamOpenSQL for many credentials of one kind and
+// runs at once: by session, or by token, whose use is noted as a lone
+// lookup notes it. A request that finds nothing has no row.
+var streamOpenBatchSQL = map[bool]string{
+	false: `SELECT c.i, ` + streamOpenColumns + `
 FROM unnest($1::bytea[], $2::uuid[]) WITH ORDINALITY AS c(id_hash, run_id, i)
 JOIN sessions s ON s.id_hash = c.id_hash AND s.expires_at > now()
 JOIN users u ON u.id = s.user_id AND u.disabled_at IS NULL
-JOIN runs r ON r.id = c.run_id`
+JOIN runs r ON r.id = c.run_id`,
+	true: liveTokensSQL(`token_hash = ANY($1::bytea[])`) + `SELECT c.i, ` + streamOpenColumns + `
+FROM unnest($1::bytea[], $2::uuid[]) WITH ORDINALITY AS c(token_hash, run_id, i)
+JOIN t ON t.token_hash = c.token_hash
+JOIN users u ON u.id = t.user_id AND u.disabled_at IS NULL
+JOIN runs r ON r.id = c.run_id`,
+}
+
+// streamOpenOneSQL is the single statement of each kind.
+var streamOpenOneSQL = map[bool]string{false: streamOpenBySessionSQL, true: streamOpenByTokenSQL}
 
 // readOpenBatch answers every request of batch: answers[i] is batch[i]'s.
-// A batch of one takes the single statement, which costs less.
+// Each kind of credential takes a statement; a kind with one request takes
+// the single statement, which costs less.
 func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
-	s.opens.reads.Add(1)
 	ctx, cancel := context.WithTimeout(context.Background(), openBatchTimeout)
 	defer cancel()
 	answers := make([]openAnswer, len(batch))
-	if len(batch) == 1 {
-		a := &answers[0]
-		a.user, a.run, a.hasApproval, a.err = s.streamOpenOne(ctx, streamOpenBySessionSQL, batch[0].key, batch[0].runID)
-		return answers
+	for _, token := range []bool{false, true} {
+		var at []int // the places of this kind's requests
+		for i, r := range batch {
+			if r.token == token {
+				at = append(at, i)
+			}
+		}
+		switch len(at) {
+		case 0:
+			continue
+		case 1:
+			s.opens.reads.Add(1)
+			r, a := batch[at[0]], &answers[at[0]]
+			a.user, a.run, a.hasApproval, a.err = s.streamOpenOne(ctx, streamOpenOneSQL[token], r.key, r.runID)
+		default:
+			s.readOpenKind(ctx, token, batch, at, answers)
+		}
 	}
-	keys := make([][]byte, len(batch))
-	runs := make([]string, len(batch))
-	for i, r := range batch {
-		keys[i], runs[i] = r.key, r.runID.String()
+	return answers
+}
+
+// readOpenKind reads the requests at places at (all of one kind) in one
+// statement, into their answers.
+func (s *Store) readOpenKind(ctx context.Context, token bool, batch []*openRequest, at []int, answers []openAnswer) {
+	s.opens.reads.Add(1)
+	keys := make([][]byte, len(at))
+	runs := make([]string, len(at))
+	for j, i := range at {
+		keys[j], runs[j] = batch[i].key, batch[i].runID.String()
 		answers[i].err = ErrNotFound
 	}
-	fail := func(err error) []openAnswer {
-		for i := range answers {
+	var rows []streamOpenRow
+	stmt, err := s.prepared(ctx, streamOpenBatchSQL[token])
+	if err == nil {
+		err = stmt.SelectContext(ctx, &rows, pq.ByteaArray(keys), pq.StringArray(runs))
+	}
+	if err != nil {
+		for _, i := range at {
 			answers[i].err = fmt.Errorf("store: stream open: %w", err)
 		}
-		return answers
-	}
-	stmt, err := s.prepared(ctx, streamOpenBatchSQL)
-	if err != nil {
-		return fail(err)
-	}
-	var rows []streamOpenRow
-	if err := stmt.SelectContext(ctx, &rows, pq.ByteaArray(keys), pq.StringArray(runs)); err != nil {
-		return fail(err)
+		return
 	}
 	for _, row := range rows {
 		u, r := row.U, row.R
 		u.Grants = []string(row.Grants)
-		answers[row.I-1] = openAnswer{user: &u, run: &r, hasApproval: row.HasApproval}
+		answers[at[row.I-1]] = openAnswer{user: &u, run: &r, hasApproval: row.HasApproval}
 	}
-	return answers
 }

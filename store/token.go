@@ -126,13 +126,19 @@ func (s *Store) RevokeToken(ctx context.Context, id int64) error {
 // as t, and notes its last use to the minute (a write only once a minute,
 // not one per request) if its user is enabled. The statement goes on to
 // read the user whose id is (SELECT user_id FROM t).
-const liveTokenSQL = `WITH t AS (
-    SELECT id, user_id, last_used_at FROM api_tokens WHERE token_hash = $1 AND revoked_at IS NULL
+var liveTokenSQL = liveTokensSQL(`token_hash = $1`)
+
+// liveTokensSQL is liveTokenSQL for the tokens whose hash matches match:
+// t holds each live one (with its token_hash), each one's use noted.
+func liveTokensSQL(match string) string {
+	return `WITH t AS (
+    SELECT id, user_id, last_used_at, token_hash FROM api_tokens WHERE ` + match + ` AND revoked_at IS NULL
 ), touch AS (
     UPDATE api_tokens SET last_used_at = now() FROM t
     WHERE api_tokens.id = t.id AND (t.last_used_at IS NULL OR t.last_used_at < now() - interval '1 minute')
       AND EXISTS (SELECT 1 FROM users u WHERE u.id = t.user_id AND u.disabled_at IS NULL)
 ) `
+}
 
 // userByTokenSQL finds a live token's user in one statement.
 var userByTokenSQL = liveTokenSQL + userWithGrantsSQL(`users.disabled_at IS NULL AND users.id = (SELECT user_id FROM t)`)
