@@ -617,17 +617,7 @@ func TestStream_SlowReader(t *testing.T) {
 	case <-time.After(30 * time.Second):
 		t.Fatal("the appends never finished")
 	}
-	for stalled := conn.LocalAddr().String(); ; {
-		select {
-		case addr := <-closed:
-			if addr != stalled {
-				continue
-			}
-		case <-time.After(10 * time.Second):
-			t.Fatal("the server did not close the connection of a client that never reads")
-		}
-		break
-	}
+	waitConnClosed(t, closed, conn.LocalAddr().String(), "a client that never reads", 10*time.Second)
 	testkit.WaitUntil(t, "the cut to be counted", 30*time.Second, func() bool {
 		return testutil.ToFloat64(metrics.StreamSlowCuts) > cuts
 	})
@@ -868,19 +858,27 @@ func TestStream_IdleClientThatNeverReadsIsCut(t *testing.T) {
 	// Another client, reading, keeps its heartbeats meanwhile.
 	reader := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
 
-	for stalled := conn.LocalAddr().String(); ; {
-		select {
-		case addr := <-closed:
-			if addr != stalled {
-				continue
-			}
-		case <-time.After(60 * time.Second):
-			t.Fatal("the server did not close the idle connection of a client that never reads")
-		}
-		break
-	}
+	waitConnClosed(t, closed, conn.LocalAddr().String(), "an idle client that never reads", 60*time.Second)
 	testkit.WaitUntil(t, "the cut to be counted", 10*time.Second, func() bool {
 		return testutil.ToFloat64(metrics.StreamSlowCuts) > cuts
 	})
 	reader.wantHeartbeat(t)
+}
+
+// waitConnClosed waits until the server has closed the connection from
+// addr (closed carries the remote address of each connection it closes),
+// failing after within.
+func waitConnClosed(t *testing.T, closed <-chan string, addr, whose string, within time.Duration) {
+	t.Helper()
+	deadline := time.After(within)
+	for {
+		select {
+		case a := <-closed:
+			if a == addr {
+				return
+			}
+		case <-deadline:
+			t.Fatalf("the server did not close the connection of %s within %v", whose, within)
+		}
+	}
 }
