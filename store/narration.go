@@ -31,7 +31,8 @@ const maxNarrationBatch = 512
 // callers, so it does not take any one caller's deadline.
 const narrationBatchTimeout = 30 * time.Second
 
-// errStoreClosed answers narration appended after Close.
+// errStoreClosed answers narration appended, or a stream opened, after
+// Close.
 var errStoreClosed = errors.New("store: closed")
 
 type narrationPiece struct {

@@ -91,7 +91,7 @@ func (s *Store) openBatched(ctx context.Context, c StreamCredential) (*User, *Ru
 }
 
 // readOpens is one reader: it takes what waits, up to a batch, reads it in
-// one statement and answers each request.
+// one statement per credential kind and answers each request.
 func (s *Store) readOpens() {
 	b := &s.opens
 	for {
@@ -106,6 +106,7 @@ func (s *Store) readOpens() {
 	}
 }
 
+// newOpenRequest is c as the readers look it up: by its hash.
 func newOpenRequest(c StreamCredential) *openRequest {
 	if c.Token != "" {
 		return &openRequest{key: hashToken(c.Token), token: true, runID: c.RunID}
