@@ -541,6 +541,22 @@ func (c *trackedConn) Close() error {
 
 // closeAll drops every open connection, streams included, as a network
 // failure would (httptest's CloseClientConnections misses detached ones).
+// closedAddrs reports the remote address of each connection closed from
+// now on (the first 256 not yet taken; later ones are dropped), for
+// waitConnClosed.
+func (l *connTracker) closedAddrs() <-chan string {
+	closed := make(chan string, 256)
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.onClose = func(c net.Conn) {
+		select {
+		case closed <- c.RemoteAddr().String():
+		default:
+		}
+	}
+	return closed
+}
+
 func (l *connTracker) closeAll() {
 	l.mu.Lock()
 	conns := make([]*trackedConn, 0, len(l.open))

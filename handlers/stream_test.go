@@ -561,7 +561,6 @@ func TestStream_ShutdownEndsStreams(t *testing.T) {
 func TestStream_SlowReader(t *testing.T) {
 	// Not parallel: it measures the heap.
 	ctx := context.Background()
-	closed := make(chan string, 256)
 	// The executor works on the run the stalled client watches.
 	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Buffer: 64, BufferBytes: 256 << 10, SlowAfter: 300 * time.Millisecond}},
 		withExecutor(newGatedNarrator(200, -1), payments.Faults{}),
@@ -571,14 +570,7 @@ func TestStream_SlowReader(t *testing.T) {
 			srv.Listener = smallBufferListener{srv.Listener}
 		}))
 	st, srv := a.store, a.srv
-	a.conns.mu.Lock()
-	a.conns.onClose = func(c net.Conn) {
-		select {
-		case closed <- c.RemoteAddr().String():
-		default:
-		}
-	}
-	a.conns.mu.Unlock()
+	closed := a.conns.closedAddrs()
 	approver := a.user(t, "approver@example.com")
 	cookie := a.loginCookie(t)
 
@@ -834,17 +826,9 @@ func TestStream_JSONStatusOnly(t *testing.T) {
 // connection, without holding up anyone else's heartbeat.
 func TestStream_IdleClientThatNeverReadsIsCut(t *testing.T) {
 	t.Parallel()
-	closed := make(chan string, 256)
 	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 2 * time.Millisecond}}, withListener(),
 		configureServer(func(srv *httptest.Server) { srv.Listener = smallBufferListener{srv.Listener} }))
-	a.conns.mu.Lock()
-	a.conns.onClose = func(c net.Conn) {
-		select {
-		case closed <- c.RemoteAddr().String():
-		default:
-		}
-	}
-	a.conns.mu.Unlock()
+	closed := a.conns.closedAddrs()
 	cookie := a.loginCookie(t)
 	cuts := testutil.ToFloat64(metrics.StreamSlowCuts)
 
