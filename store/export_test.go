@@ -23,7 +23,7 @@ var MarksSQL = marksSQL
 
 // StreamOpenReads is how many statements StreamOpen's lookups have run
 // (stream_open.go).
-func (s *Store) StreamOpenReads() int64 { return s.opens.reads.Load() }
+func (s *Store) StreamOpenReads() int64 { return s.openReads.Load() }
 
 // StreamOpenBatch reads creds in one batch, as the batcher would: answer
 // i is creds[i]'s.

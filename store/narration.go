@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -41,95 +40,38 @@ type narrationPiece struct {
 	done  chan error
 }
 
-type narrationBatcher struct {
-	start sync.Once
-	queue chan narrationPiece
-	quit  chan struct{}
-	wg    sync.WaitGroup
-}
-
-func newNarrationBatcher() narrationBatcher {
-	return narrationBatcher{queue: make(chan narrationPiece, maxNarrationBatch), quit: make(chan struct{})}
-}
-
-// stop ends the batcher after the batch in flight; what still waits gets
-// errStoreClosed.
-func (b *narrationBatcher) stop() {
-	select {
-	case <-b.quit:
-	default:
-		close(b.quit)
-	}
-	b.wg.Wait()
-}
-
 // AppendNarration appends a narration.delta with text to the run's log,
 // batched with other runs' narration and committed asynchronously. It
 // returns once the batch committed (the event is visible to readers, and
 // its NOTIFY sent), or when ctx ends; ErrNotFound for a missing run.
 func (s *Store) AppendNarration(ctx context.Context, runID uuid.UUID, text string) error {
 	b := &s.narration
-	b.start.Do(func() { b.wg.Go(s.writeNarration) })
+	b.run(1, maxNarrationBatch, s.writeNarration)
 	p := narrationPiece{runID: runID, text: text, done: make(chan error, 1)}
-	select {
-	case b.queue <- p:
-	case <-b.quit:
-		return errStoreClosed
-	case <-ctx.Done():
-		return context.Cause(ctx)
-	}
-	select {
-	case err := <-p.done:
+	if err := b.put(ctx, p); err != nil {
 		return err
-	case <-b.quit:
-		return errStoreClosed
-	case <-ctx.Done():
-		return context.Cause(ctx)
 	}
+	answer, err := await(ctx, b, p.done)
+	if err != nil {
+		return err
+	}
+	return answer
 }
 
-// writeNarration is the batcher's goroutine: it takes what waits, up to a
-// batch, writes it in one transaction and answers each piece.
-func (s *Store) writeNarration() {
-	b := &s.narration
-	for {
-		batch, ok := gather(b.queue, b.quit, maxNarrationBatch)
-		if !ok {
-			return
-		}
-		written, err := s.appendNarrationBatch(batch)
-		for _, p := range batch {
-			switch {
-			case err != nil:
-				p.done <- err
-			case !written[p.runID]:
-				p.done <- fmt.Errorf("store: narration for run %s: %w", p.runID, ErrNotFound)
-			default:
-				p.done <- nil
-			}
-		}
-	}
-}
-
-// gather waits for one item, then takes what else waits, up to max: the
-// batch of a group-commit writer (narration, notices). ok is false once
-// quit is closed.
-func gather[T any](queue <-chan T, quit <-chan struct{}, max int) (batch []T, ok bool) {
-	select {
-	case x := <-queue:
-		batch = append(batch, x)
-	case <-quit:
-		return nil, false
-	}
-	for len(batch) < max {
-		select {
-		case x := <-queue:
-			batch = append(batch, x)
+// writeNarration writes a batch in one transaction and answers each
+// piece.
+func (s *Store) writeNarration(batch []narrationPiece) {
+	written, err := s.appendNarrationBatch(batch)
+	for _, p := range batch {
+		switch {
+		case err != nil:
+			p.done <- err
+		case !written[p.runID]:
+			p.done <- fmt.Errorf("store: narration for run %s: %w", p.runID, ErrNotFound)
 		default:
-			return batch, true
+			p.done <- nil
 		}
 	}
-	return batch, true
 }
 
 // narrationSQL appends every piece of a batch: each run's pieces are

@@ -70,26 +70,6 @@ func notifyWork(_ context.Context, tx *sqlx.Tx) error {
 // maxNotices bounds one notifier transaction (and what waits for the next).
 const maxNotices = 1024
 
-type notifier struct {
-	start sync.Once
-	queue chan notice
-	quit  chan struct{}
-	wg    sync.WaitGroup
-}
-
-func newNotifier() notifier {
-	return notifier{queue: make(chan notice, 4*maxNotices), quit: make(chan struct{})}
-}
-
-func (n *notifier) stop() {
-	select {
-	case <-n.quit:
-	default:
-		close(n.quit)
-	}
-	n.wg.Wait()
-}
-
 // notify queues notices for the notifier. It waits only while the queue is
 // full (PostgreSQL is slower than the commits: back-pressure).
 func (s *Store) notify(ns ...notice) {
@@ -97,7 +77,7 @@ func (s *Store) notify(ns ...notice) {
 		return
 	}
 	n := &s.notifier
-	n.start.Do(func() { n.wg.Go(s.sendNotices) })
+	n.run(1, maxNotices, s.sendNotices)
 	for _, x := range ns {
 		select {
 		case n.queue <- x:
@@ -107,24 +87,17 @@ func (s *Store) notify(ns ...notice) {
 	}
 }
 
-// sendNotices is the notifier's goroutine: it takes what waits, up to
-// maxNotices, drops repeats, and sends them in one transaction.
-func (s *Store) sendNotices() {
-	n := &s.notifier
-	for {
-		batch, ok := gather(n.queue, n.quit, maxNotices)
-		if !ok {
-			return
-		}
-		seen := make(map[notice]bool, len(batch))
-		batch = slices.DeleteFunc(batch, func(x notice) bool {
-			dup := seen[x]
-			seen[x] = true
-			return dup
-		})
-		if err := s.sendBatch(batch); err != nil {
-			metrics.NoticesLost.Add(float64(len(batch)))
-		}
+// sendNotices is the notifier's work on a batch: it drops repeats and
+// sends the rest in one transaction.
+func (s *Store) sendNotices(batch []notice) {
+	seen := make(map[notice]bool, len(batch))
+	batch = slices.DeleteFunc(batch, func(x notice) bool {
+		dup := seen[x]
+		seen[x] = true
+		return dup
+	})
+	if err := s.sendBatch(batch); err != nil {
+		metrics.NoticesLost.Add(float64(len(batch)))
 	}
 }
 

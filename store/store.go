@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/jmoiron/sqlx"
@@ -30,9 +31,10 @@ type Store struct {
 	mu    sync.Mutex
 	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
 
-	narration narrationBatcher
-	notifier  notifier
-	opens     openBatcher // stream_open.go
+	narration batcher[narrationPiece]
+	notifier  batcher[notice]
+	opens     batcher[*openRequest] // stream_open.go
+	openReads atomic.Int64          // statements the stream-open readers ran, for tests
 }
 
 // Option adjusts how Open sets up the pool.
@@ -80,7 +82,8 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	return &Store{db: db, url: url, narration: newNarrationBatcher(), notifier: newNotifier(), opens: newOpenBatcher()}, nil
+	return &Store{db: db, url: url, narration: newBatcher[narrationPiece](maxNarrationBatch),
+		notifier: newBatcher[notice](4 * maxNotices), opens: newBatcher[*openRequest](maxOpenBatch)}, nil
 }
 
 // Close closes the pool.

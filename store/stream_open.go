@@ -3,8 +3,6 @@ package store
 import (
 	"context"
 	"fmt"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/google/uuid"
@@ -27,14 +25,6 @@ const (
 	openBatchTimeout = 10 * time.Second
 )
 
-type openBatcher struct {
-	start sync.Once
-	queue chan *openRequest
-	quit  chan struct{}
-	wg    sync.WaitGroup
-	reads atomic.Int64 // statements run, for tests
-}
-
 type openRequest struct {
 	key   []byte // the session ID's or the token's hash
 	token bool   // key is a token's
@@ -49,60 +39,28 @@ type openAnswer struct {
 	err         error
 }
 
-func newOpenBatcher() openBatcher {
-	return openBatcher{queue: make(chan *openRequest, maxOpenBatch), quit: make(chan struct{})}
-}
-
-func (b *openBatcher) stop() {
-	select {
-	case <-b.quit:
-	default:
-		close(b.quit)
-	}
-	b.wg.Wait()
-}
-
 // openBatched is StreamOpen batched with the other streams opening at the
 // same moment.
 func (s *Store) openBatched(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
 	b := &s.opens
-	b.start.Do(func() {
-		for range openReaders {
-			b.wg.Go(s.readOpens)
-		}
-	})
+	b.run(openReaders, maxOpenBatch, s.answerOpens)
 	req := newOpenRequest(c)
 	req.done = make(chan openAnswer, 1)
-	select {
-	case b.queue <- req:
-	case <-b.quit:
-		return nil, nil, false, errStoreClosed
-	case <-ctx.Done():
-		return nil, nil, false, context.Cause(ctx)
+	if err := b.put(ctx, req); err != nil {
+		return nil, nil, false, err
 	}
-	select {
-	case a := <-req.done:
-		return a.user, a.run, a.hasApproval, a.err
-	case <-b.quit:
-		return nil, nil, false, errStoreClosed
-	case <-ctx.Done():
-		return nil, nil, false, context.Cause(ctx)
+	a, err := await(ctx, b, req.done)
+	if err != nil {
+		return nil, nil, false, err
 	}
+	return a.user, a.run, a.hasApproval, a.err
 }
 
-// readOpens is one reader: it takes what waits, up to a batch, reads it in
-// one statement per credential kind and answers each request.
-func (s *Store) readOpens() {
-	b := &s.opens
-	for {
-		batch, ok := gather(b.queue, b.quit, maxOpenBatch)
-		if !ok {
-			return
-		}
-		answers := s.readOpenBatch(batch)
-		for i, r := range batch {
-			r.done <- answers[i]
-		}
+// answerOpens reads a batch in one statement per credential kind and
+// answers each request.
+func (s *Store) answerOpens(batch []*openRequest) {
+	for i, a := range s.readOpenBatch(batch) {
+		batch[i].done <- a
 	}
 }
 
@@ -151,7 +109,7 @@ func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
 		case 0:
 			continue
 		case 1:
-			s.opens.reads.Add(1)
+			s.openReads.Add(1)
 			r, a := batch[at[0]], &answers[at[0]]
 			a.user, a.run, a.hasApproval, a.err = s.streamOpenOne(ctx, streamOpenOneSQL[token], r.key, r.runID)
 		default:
@@ -164,7 +122,7 @@ func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
 // readOpenKind reads the requests at places at (all of one kind) in one
 // statement, into their answers.
 func (s *Store) readOpenKind(ctx context.Context, token bool, batch []*openRequest, at []int, answers []openAnswer) {
-	s.opens.reads.Add(1)
+	s.openReads.Add(1)
 	keys := make([][]byte, len(at))
 	runs := make([]string, len(at))
 	for j, i := range at {
