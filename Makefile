@@ -35,7 +35,7 @@ test: deps $(VENDOR_FILES)
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStartBody$$' -fuzztime $(FUZZ_EXECS)x ./handlers
-	$(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers/stream
 	$(GO) test -run '^$$' -fuzz '^FuzzReadReceipt$$' -fuzztime $(FUZZ_EXECS)x ./payments
 
 ## generate: regenerate the templ components (their output is committed)

@@ -20,6 +20,7 @@ import (
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -118,7 +119,7 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		// nothing at all.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",
 		StartRatePerUser:  cfg.StartRatePerUser,
-		Stream:            handlers.StreamConfig{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser},
+		Stream:            stream.Config{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser},
 		APIPageLimit:      cfg.APIPageLimit,
 	}, st, logger)
 }

@@ -12,6 +12,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/store"
 )
@@ -35,7 +36,7 @@ func TestBrowser_StreamCapBacksOff(t *testing.T) {
 			next.ServeHTTP(w, r)
 		})
 	}
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: 1, Busy: busy, Retry: 200 * time.Millisecond}},
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: 1, Busy: busy, Retry: 200 * time.Millisecond}},
 		withListener(), wrapHandler(count))
 	// The user's one stream, so the page's is refused.
 	held := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")

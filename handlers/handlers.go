@@ -16,6 +16,7 @@ import (
 	"github.com/labstack/echo/v4"
 	"github.com/labstack/echo/v4/middleware"
 
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/store"
 )
 
@@ -32,7 +33,7 @@ type Config struct {
 	// on it. Without one they poll the store every Stream.Poll.
 	Listener *store.Listener
 	// Stream tunes the live streams; zero values take the defaults.
-	Stream StreamConfig
+	Stream stream.Config
 	// RevokedSeeNothing: a customer who lost refund_access sees nothing of
 	// their runs (404, streams closed) instead of their state and outcome.
 	RevokedSeeNothing bool
@@ -67,9 +68,8 @@ type Handler struct {
 	store    *store.Store
 	log      *slog.Logger
 	sessions *sessions.CookieStore
-	cookie   string // the session cookie's name
-	streams  *openStreams
-	tails    *tails
+	cookie   string         // the session cookie's name
+	engine   *stream.Engine // every event stream
 }
 
 // New builds the web server's handler with every route registered.
@@ -84,7 +84,6 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	h := &Handler{cfg: cfg, store: st, log: logger, sessions: sess, cookie: sessionCookieName(cfg.CookieSecure)}
 
 	e := echo.New()
-	h.cfg.Stream.fill()
 	if len(h.cfg.AllowedHosts) == 0 {
 		h.cfg.AllowedHosts = LoopbackHosts()
 	}
@@ -94,10 +93,10 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	if h.cfg.APIPageLimit <= 0 {
 		h.cfg.APIPageLimit = DefaultAPIPageLimit
 	}
+	h.engine = stream.New(cfg.Stream, st, cfg.Listener, logger, h.recheckStreams)
+	h.cfg.Stream = *h.engine.Config()
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
-	h.streams = newOpenStreams(&h.cfg.Stream, h.recheckStreams)
-	h.tails = newTails(h.streams.ctx, st, cfg.Listener, &h.cfg.Stream, logger)
-	e.Server.RegisterOnShutdown(h.streams.Close)
+	e.Server.RegisterOnShutdown(h.engine.Close)
 	e.HideBanner = true
 	e.HidePort = true
 	e.HTTPErrorHandler = h.handleError
@@ -172,6 +171,8 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
 		// Several runs' page streams over one connection (static/tabs.js).
 		{http.MethodGet, "/streams", h.streamRuns, streamSession},
+		// A customer's run list, live.
+		{http.MethodGet, "/runs/events", h.streamOwnRuns, streamSession},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support},
 		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support},

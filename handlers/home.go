@@ -1,11 +1,15 @@
 package handlers
 
 import (
+	"context"
+	"errors"
 	"net/http"
+	"slices"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
@@ -33,7 +37,7 @@ func (h *Handler) renderHome(c echo.Context, status int, form views.StartForm) e
 		if home.Orders, err = h.store.OrdersByCustomer(ctx, u.ID); err != nil {
 			return err
 		}
-		if home.Runs, err = h.store.SearchRuns(ctx, store.RunFilter{OwnerID: u.ID, Limit: homeRunsLimit}); err != nil {
+		if home.Runs, err = h.store.OwnRunsOf(ctx, u.ID, homeRunsLimit); err != nil {
 			return err
 		}
 		if form.RequestID == "" {
@@ -48,4 +52,115 @@ func (h *Handler) renderHome(c echo.Context, status int, form views.StartForm) e
 		}
 	}
 	return render(c, status, views.HomePage(u, home))
+}
+
+// Why a run list's stream ends for good, in the words its page shows.
+const (
+	msgRunListSignedOut = "Your session has ended. Log in again to follow your refunds."
+	msgRunListDenied    = "This list is for customers."
+)
+
+// streamOwnRuns is GET /runs/events: a customer's run list, live, as a
+// state stream of the engine (handlers/stream). Its version is the cursor;
+// each listed run that can still change wakes it, and a run started
+// elsewhere joins the list at the next re-check (Stream.Recheck).
+func (h *Handler) streamOwnRuns(c echo.Context) error {
+	u := currentUser(c)
+	switch {
+	case u == nil:
+		return h.closeRunList(c, msgRunListSignedOut)
+	case u.Role != store.RoleCustomer:
+		return h.closeRunList(c, msgRunListDenied)
+	}
+	sc := h.engine.NewConn(c, u.ID)
+	defer sc.End()
+	l := &ownRunsView{h: h, cred: h.streamCredential(c, uuid.Nil), ownerID: u.ID}
+	if refused := sc.AddState("run list", l.cred, cursorParam(c.Request()), l); refused != "" {
+		return h.refuseBusy(c, htmlStream{}, refused)
+	}
+	return sc.Serve()
+}
+
+func (h *Handler) closeRunList(c echo.Context, msg string) error {
+	data, err := renderBytes(c.Request().Context(), views.RunListClose(msg))
+	if err != nil {
+		return err
+	}
+	return h.engine.Answer(c, 0, "close", data)
+}
+
+// ownRunsView is a customer's run list as their stream shows it
+// (stream.StateView).
+type ownRunsView struct {
+	h       *Handler
+	cred    store.StreamCredential
+	ownerID int64
+}
+
+// ownRunsState is one version of the list.
+type ownRunsState struct{ l *store.OwnRuns }
+
+func (s ownRunsState) Version() int64 { return s.l.Version }
+
+// Topics are the listed runs that can still change.
+func (s ownRunsState) Topics() []string {
+	var topics []string
+	for _, r := range s.l.Runs {
+		if !store.Terminal(r.State) {
+			topics = append(topics, store.RunTopic(r.ID.String()))
+		}
+	}
+	return topics
+}
+
+func (v *ownRunsView) Read(ctx context.Context) (stream.State, error) {
+	l, err := v.h.store.OwnRunsOf(ctx, v.ownerID, homeRunsLimit)
+	if err != nil {
+		return nil, err
+	}
+	return ownRunsState{l}, nil
+}
+
+// Render replaces the rows whose state moved; a list that gained or lost
+// a run is sent whole.
+func (v *ownRunsView) Render(ctx context.Context, shown, next stream.State) (string, []byte, error) {
+	to := next.(ownRunsState).l.Runs
+	if shown != nil {
+		from := shown.(ownRunsState).l.Runs
+		same := slices.EqualFunc(from, to, func(a, b store.RunListing) bool { return a.ID == b.ID })
+		if same {
+			var moved []store.RunListing
+			for i := range to {
+				if to[i].State != from[i].State {
+					moved = append(moved, to[i])
+				}
+			}
+			data, err := renderBytes(ctx, views.CustomerRunRowsChanged(moved))
+			return "", data, err
+		}
+	}
+	data, err := renderBytes(ctx, views.CustomerRunListBody(to, true))
+	return "reset", data, err
+}
+
+// Recheck reloads the user through the stream's credential.
+func (v *ownRunsView) Recheck(ctx context.Context) error {
+	u, err := v.h.userOf(ctx, v.cred)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return stream.SignedOut
+	case err != nil:
+		return err
+	case u.Role != store.RoleCustomer:
+		return stream.Denied
+	}
+	return nil
+}
+
+func (v *ownRunsView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	msg := msgRunListDenied
+	if r == stream.SignedOut {
+		msg = msgRunListSignedOut
+	}
+	return renderBytes(ctx, views.RunListClose(msg))
 }

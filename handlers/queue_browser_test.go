@@ -8,6 +8,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
@@ -32,7 +33,7 @@ func countIs(text string) string {
 	return `document.getElementById('queue-count').textContent === ` + jsString(text)
 }
 func jsString(s string) string { return "'" + s + "'" } // ids and our own words: no quotes inside
-const queueLive = `document.getElementById('queue-indicator').dataset.state === 'live'`
+const queueLive = `document.getElementById('stream-indicator').dataset.state === 'live'`
 
 // TestQueueBrowser_TwoApprovers: two approvers watch the queue in their own
 // browser contexts; one approves from the queue, and the card leaves the
@@ -40,7 +41,7 @@ const queueLive = `document.getElementById('queue-indicator').dataset.state === 
 // watches on a 360 px wide screen, which must not scroll sideways.
 func TestQueueBrowser_TwoApprovers(t *testing.T) {
 	t.Parallel()
-	a := newApp(t, handlers.Config{Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}}, withListener())
+	a := newApp(t, handlers.Config{Stream: stream.Config{Retry: 200 * time.Millisecond}}, withListener())
 	if _, err := a.store.CreateUser(context.Background(), "approver2@example.com", "Ada Approver", store.RoleApprover, store.DemoPassword); err != nil {
 		t.Fatal(err)
 	}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
@@ -39,7 +40,7 @@ type browserApp struct {
 func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults) *browserApp {
 	t.Helper()
 	b := &browserApp{narrator: narrator}
-	a := newApp(t, handlers.Config{Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}},
+	a := newApp(t, handlers.Config{Stream: stream.Config{Retry: 200 * time.Millisecond}},
 		withExecutor(narrator, faults), wrapHandler(b.outage))
 	b.streamApp = &streamApp{app: a, customer: a.user(t, "customer@example.com")}
 	b.approver = a.user(t, "approver@example.com")
@@ -139,7 +140,7 @@ const pageStateJS = `(() => {
   const narr = q('#narration');
   return {
     state: q('#run-status') ? q('#run-status').dataset.state : '',
-    applied: +q('#run').dataset.appliedSeq,
+    applied: +q('#run').dataset.applied,
     narration: narr ? narr.textContent : null,
     narrSpans: narr ? narr.children.length : 0,
     timeline: [...document.querySelectorAll('#timeline li')].map(li => +li.dataset.seq),
@@ -246,7 +247,7 @@ func (b *browserApp) wantPageMatchesDB(t *testing.T, runID uuid.UUID) (pageState
 		t.Fatalf("run is %s; compare only finished runs", d.state)
 	}
 	b.waitPage(t, "the finished run", fmt.Sprintf(
-		`+document.querySelector('#run').dataset.appliedSeq === %d && document.querySelector('#stream-indicator').dataset.state === 'closed'`, d.lastSeq))
+		`+document.querySelector('#run').dataset.applied === %d && document.querySelector('#stream-indicator').dataset.state === 'closed'`, d.lastSeq))
 	p := b.page(t)
 	if p.State != d.state {
 		t.Errorf("page state = %q, database %q", p.State, d.state)
@@ -582,7 +583,7 @@ func TestBrowser_CanceledByApproverLive(t *testing.T) {
 func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
 	t.Parallel()
 	b := &browserApp{}
-	a := newApp(t, handlers.Config{Stream: handlers.StreamConfig{Retry: 200 * time.Millisecond}}, withListener(), wrapHandler(b.outage))
+	a := newApp(t, handlers.Config{Stream: stream.Config{Retry: 200 * time.Millisecond}}, withListener(), wrapHandler(b.outage))
 	b.streamApp = &streamApp{app: a, customer: a.user(t, "customer@example.com")}
 	b.ctx = browsertest.New(t)
 	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {

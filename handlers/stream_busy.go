@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -9,29 +8,31 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/views"
 )
 
 // refuseBusy answers a stream refused at a cap (or during shutdown) in a
-// way each client backs off on. The run page's stream gets a 200 event
-// stream that says, as the SSE retry hint, when to come back, and names the
+// way each client backs off on. A page's stream gets a 200 event stream
+// that says, as the SSE retry hint, when to come back, and names the
 // reason in a "busy" event the page shows; then it ends, and the browser's
 // own EventSource reconnects after the hint (htmx-ext-sse re-creates the
 // EventSource only after an error status, so a 4xx or 5xx would have it
 // retry from half a second on). A program gets 429 (or 503) JSON with
 // Retry-After.
-func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused string) error {
-	wait := h.cfg.Stream.Busy
+func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused stream.Refused) error {
+	cfg := h.engine.Config()
+	wait := cfg.Busy
 	status, code := http.StatusTooManyRequests, "too_many_streams"
 	var msg string
 	switch refused {
-	case refusedUserCap:
+	case stream.RefusedUserCap:
 		msg = fmt.Sprintf("You have the most live views one person may have open (%d). Close one; this page tries again in %s.",
-			h.cfg.Stream.MaxPerUser, seconds(wait))
-	case refusedProcessCap:
+			cfg.MaxPerUser, seconds(wait))
+	case stream.RefusedProcessCap:
 		msg = fmt.Sprintf("The server is following as many runs as it can. This page tries again in %s.", seconds(wait))
 	default:
-		wait = h.cfg.Stream.Retry
+		wait = cfg.Retry
 		status, code = http.StatusServiceUnavailable, codeUnavailable
 		msg = "The server is restarting. This page reconnects in a moment."
 	}
@@ -39,17 +40,11 @@ func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused string) err
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(wait.Seconds(), 1))))
 		return c.JSON(status, apiError{Error: apiErrorBody{Code: code, Message: msg}})
 	}
-	w, err := openStream(c, &h.cfg.Stream)
+	data, err := renderBytes(c.Request().Context(), views.StreamBusy(msg, wait.Milliseconds()))
 	if err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	if err := views.StreamBusy(msg, wait.Milliseconds()).Render(c.Request().Context(), &buf); err != nil {
-		return err
-	}
-	w.retry(wait)
-	w.message("busy", -1, buf.Bytes())
-	return w.flush()
+	return h.engine.Answer(c, wait, "busy", data)
 }
 
 // seconds says a wait in words: "30 seconds".

@@ -19,6 +19,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
@@ -215,7 +216,7 @@ func htmlStreamPath(runID uuid.UUID, after string) string {
 
 func TestStream_ReplayThenLive(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{PageSize: 7}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{PageSize: 7}}, withListener())
 	c := a.customerClient(t)
 	a.narrate(t, 1, 20) // seq 2..21: replay crosses pages of 7
 
@@ -277,7 +278,7 @@ func TestStream_AppendsRaceTheHandOver(t *testing.T) {
 	t.Parallel()
 	// A buffer that never fills, so no narration is coalesced and every
 	// seq must arrive as its own message.
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{PageSize: 50, Buffer: 10000, BufferBytes: 64 << 20}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{PageSize: 50, Buffer: 10000, BufferBytes: 64 << 20}}, withListener())
 	c := a.customerClient(t)
 	const batches, perBatch = 300, 10
 	total := int64(1 + batches*perBatch)
@@ -524,14 +525,14 @@ func TestStream_AccessRevokedSeesNothingBySetting(t *testing.T) {
 
 func TestStream_Heartbeat(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 30 * time.Millisecond}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 30 * time.Millisecond}}, withListener())
 	s := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
 	s.wantHeartbeat(t)
 }
 
 func TestStream_WithoutListenerPolls(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Poll: 20 * time.Millisecond}})
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Poll: 20 * time.Millisecond}})
 	s := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
 	a.narrate(t, 1, 3)
 	s.seqsUntil(t, 1, 4)
@@ -539,7 +540,7 @@ func TestStream_WithoutListenerPolls(t *testing.T) {
 
 func TestStream_ShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 20 * time.Millisecond}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 20 * time.Millisecond}}, withListener())
 	c := a.customerClient(t)
 	s1 := a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
 	s2 := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
@@ -562,7 +563,7 @@ func TestStream_SlowReader(t *testing.T) {
 	// Not parallel: it measures the heap.
 	ctx := context.Background()
 	// The executor works on the run the stalled client watches.
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Buffer: 64, BufferBytes: 256 << 10, SlowAfter: 300 * time.Millisecond}},
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Buffer: 64, BufferBytes: 256 << 10, SlowAfter: 300 * time.Millisecond}},
 		withExecutor(newGatedNarrator(200, -1), payments.Faults{}),
 		configureServer(func(srv *httptest.Server) {
 			// Small socket buffers, so a client that does not read stalls
@@ -675,7 +676,7 @@ func (m *runtimeMem) read() {
 // the run gets the close event.
 func TestStream_AccessRecheckedWithoutNotification(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Recheck: 50 * time.Millisecond}})
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Recheck: 50 * time.Millisecond}})
 	c := a.customerClient(t)
 	s := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
 	// Taken away without a NOTIFY: only the periodic re-check can see it.
@@ -699,7 +700,7 @@ func TestStream_AccessRecheckedWithoutNotification(t *testing.T) {
 func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Buffer: 8, SlowAfter: 20 * time.Second}}, withListener(),
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Buffer: 8, SlowAfter: 20 * time.Second}}, withListener(),
 		configureServer(func(srv *httptest.Server) { srv.Listener = smallBufferListener{srv.Listener} }))
 	st, srv := a.store, a.srv
 	c := a.customerClient(t)
@@ -782,7 +783,7 @@ func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
 // session opened at the next re-check.
 func TestStream_LogoutEndsStream(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Recheck: 50 * time.Millisecond}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Recheck: 50 * time.Millisecond}}, withListener())
 	c := a.customerClient(t)
 	s := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
 	wantRedirect(t, a.post(t, c, "/logout", nil), "/login")
@@ -826,7 +827,7 @@ func TestStream_JSONStatusOnly(t *testing.T) {
 // connection, without holding up anyone else's heartbeat.
 func TestStream_IdleClientThatNeverReadsIsCut(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Heartbeat: 2 * time.Millisecond}}, withListener(),
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 2 * time.Millisecond}}, withListener(),
 		configureServer(func(srv *httptest.Server) { srv.Listener = smallBufferListener{srv.Listener} }))
 	closed := a.conns.closedAddrs()
 	cookie := a.loginCookie(t)

@@ -16,6 +16,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/testutil"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
@@ -47,7 +48,7 @@ func TestStream_ReadsPerWakeupDoNotGrowWithWatchers(t *testing.T) {
 	const appends = 10
 	reads := map[int]float64{}
 	for _, n := range []int{1, 100} {
-		a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: n}}, withListener())
+		a := newStreamApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: n}}, withListener())
 		c := a.customerClient(t)
 		conns := make([]*sseConn, n)
 		for i := range conns {
@@ -101,7 +102,7 @@ func serverGoroutines() int {
 // parallel: it counts the process's goroutines.
 func TestStream_IdleStreamGoroutines(t *testing.T) {
 	const n = 40
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: n}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: n}}, withListener())
 	c := a.customerClient(t)
 	c.CloseIdleConnections()
 	// Other tests' servers may still be winding down: count from here.
@@ -127,7 +128,7 @@ func TestStream_IdleStreamGoroutines(t *testing.T) {
 // pages still answer; a stream that closes makes room.
 func TestStream_CapsRefuseInWords(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: 2, MaxStreams: 3}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: 2, MaxStreams: 3}}, withListener())
 	customer := a.customerClient(t)
 	held := []*sseConn{
 		a.open(t, customer, htmlStreamPath(a.run.ID, "1"), ""),
@@ -185,7 +186,7 @@ func TestStream_CapsRefuseInWords(t *testing.T) {
 // when one does, instead of being told to come back in 30 seconds.
 func TestStream_CapWaitsForAReplacedStream(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{MaxPerUser: 1}}, withListener())
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: 1}}, withListener())
 	customer := a.customerClient(t)
 	old := a.open(t, customer, htmlStreamPath(a.run.ID, "1"), "")
 	type result struct {
@@ -259,7 +260,7 @@ func wantBusy(t *testing.T, r response, words string) {
 // without a notification, and leaves the others alone.
 func TestStream_BatchedRecheckWakesOnlyTheChanged(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: handlers.StreamConfig{Recheck: 50 * time.Millisecond}})
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Recheck: 50 * time.Millisecond}})
 	customer, support := a.customerClient(t), a.signedIn(t, "support@example.com")
 	mine := []*sseConn{a.open(t, customer, htmlStreamPath(a.run.ID, "1"), ""), a.open(t, customer, jsonStreamPath(a.run.ID, "1"), "")}
 	theirs := a.open(t, support, htmlStreamPath(a.run.ID, "1"), "")

@@ -6,7 +6,7 @@
 // one cursor per run (the lowest any tab asked for, then the last seq it
 // delivered), reconnects with the new set when it changes, and hands every
 // message (id "RUN:SEQ") to the tabs watching RUN. A tab still drops what
-// it applied already (apply.js), so a reconnect that replays is harmless.
+// it applied already (live.js), so a reconnect that replays is harmless.
 'use strict';
 
 var watchers = {};   // key "port#id" -> {port, id, run}

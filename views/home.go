@@ -3,23 +3,19 @@ package views
 import (
 	"strconv"
 
+	"github.com/google/uuid"
+
 	"github.com/refundd/refundd/store"
 )
 
-// pollSeconds is the run list's data-poll: RunListPoll while a run can
-// still change, "" (no polling) once every run has ended.
-func pollSeconds(runs []store.RunListing) string {
-	for _, r := range runs {
-		if !store.Terminal(r.State) {
-			return strconv.Itoa(RunListPoll)
-		}
-	}
-	return ""
+// RunListStreamURL is the customer's run list stream, resuming after the
+// list's version.
+func RunListStreamURL(version int64) string {
+	return "/runs/events?after=" + strconv.FormatInt(version, 10)
 }
 
-// RunListPoll is how often, in seconds, the home page re-reads the status of
-// runs that can still change (static/live-list.js).
-const RunListPoll = 5
+// RunRowID is the id of a run's row in the customer's list.
+func RunRowID(id uuid.UUID) string { return "run-row-" + id.String() }
 
 // refundOf names a run in a list: what, for which item, then its state.
 func refundOf(r store.RunListing) string {

@@ -14,8 +14,9 @@ type Home struct {
 	Form     StartForm        // the refund request form, fresh or as typed
 	Queue    *store.QueuePage // a page of the approval queue (approvers)
 
-	// Runs are a customer's runs, newest first, with their orders' items.
-	Runs []store.RunListing
+	// Runs are a customer's runs, newest first, with their orders' items,
+	// and the list's version.
+	Runs *store.OwnRuns
 }
 
 // StartForm is the refund request form. RequestID is the hidden client

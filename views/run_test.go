@@ -120,8 +120,8 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 	if got, _ := run.Attr("sse-connect"); got != "/runs/"+snap.Run.ID.String()+"/events?after=4" {
 		t.Errorf("sse-connect = %q", got)
 	}
-	if got, _ := run.Attr("data-applied-seq"); got != "4" {
-		t.Errorf("data-applied-seq = %q, want the covering seq", got)
+	if got, _ := run.Attr("data-applied"); got != "4" {
+		t.Errorf("data-applied = %q, want the covering seq", got)
 	}
 	if got := doc.Find("#narration").Text(); got != "Looking <b>now</b>. Still looking." {
 		t.Errorf("narration = %q, want the text, escaped", got)

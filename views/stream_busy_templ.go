@@ -11,9 +11,9 @@ import templruntime "github.com/a-h/templ/runtime"
 
 import "strconv"
 
-// StreamBusy replaces the run page's live indicator when the server refused
-// the stream at a cap: the words say why and when the page tries again.
-// apply.js keeps it through the reconnect that follows, until a stream opens.
+// StreamBusy replaces a page's live indicator when the server refused its
+// stream at a cap: the words say why and when the page tries again.
+// live.js keeps it through the reconnect that follows, until a stream opens.
 // retryMillis is the same wait as the stream's retry hint, for the tabs'
 // shared worker (static/tabs-worker.js), which cannot read that hint.
 func StreamBusy(message string, retryMillis int64) templ.Component {

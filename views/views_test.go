@@ -131,7 +131,7 @@ func TestHomePage_CustomerRunsSayWhatAndWhere(t *testing.T) {
 		return store.RunListing{Run: store.Run{ID: uuid.New(), State: state, Amount: amount, Currency: "EUR", OrderID: 3}, Item: item}
 	}
 	waiting, done := run(store.StateAwaitingApproval, 1200, "Blue mug"), run(store.StateCompleted, 500, "Tea")
-	doc := render(t, views.HomePage(u, views.Home{Runs: []store.RunListing{waiting, done}}))
+	doc := render(t, views.HomePage(u, views.Home{Runs: &store.OwnRuns{Runs: []store.RunListing{waiting, done}, Version: 7}}))
 	link := doc.Find("#run-row-" + waiting.ID.String() + " a")
 	if got := strings.Join(strings.Fields(link.Text()), " "); got != "Refund of €12.00 for Blue mug — awaiting approval" {
 		t.Errorf("link text = %q", got)
@@ -139,14 +139,18 @@ func TestHomePage_CustomerRunsSayWhatAndWhere(t *testing.T) {
 	if got := link.AttrOr("href", ""); got != "/runs/"+waiting.ID.String() {
 		t.Errorf("href = %q", got)
 	}
-	if got := doc.Find("#runs").AttrOr("data-poll", ""); got != "5" {
-		t.Errorf("data-poll = %q, want 5 while a run can change", got)
+	list := doc.Find("#runs")
+	if got := list.AttrOr("sse-connect", ""); got != "/runs/events?after=7" {
+		t.Errorf("sse-connect = %q, want the list's stream after its version", got)
 	}
-	if doc.Find(`#runs [aria-live="polite"]`).Length() != 1 {
+	if got := list.AttrOr("data-applied", ""); got != "7" {
+		t.Errorf("data-applied = %q, want the list's version", got)
+	}
+	if doc.Find(`#runs ul[aria-live="polite"]`).Length() != 1 {
 		t.Error("the list is no polite live region")
 	}
-	ended := render(t, views.HomePage(u, views.Home{Runs: []store.RunListing{done}}))
-	if v, ok := ended.Find("#runs").Attr("data-poll"); ok && v != "" {
-		t.Errorf("data-poll = %q once every run has ended, want none", v)
+	empty := render(t, views.HomePage(u, views.Home{Runs: &store.OwnRuns{Version: 0}}))
+	if got := empty.Find("#runs").AttrOr("sse-connect", ""); got != "/runs/events?after=0" {
+		t.Errorf("an empty list's sse-connect = %q: a run started elsewhere must still join it", got)
 	}
 }

@@ -1,4 +1,4 @@
-package handlers
+package stream
 
 import (
 	"net/http/httptest"

@@ -1,4 +1,4 @@
-package handlers
+package stream
 
 import (
 	"bytes"
@@ -37,7 +37,7 @@ func newSSEWriter(w http.ResponseWriter, rc *http.ResponseController, timeout ti
 
 // openStream sends the stream's headers and the retry hint at once, so the
 // browser's EventSource opens.
-func openStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
+func openStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 	w, err := beginStream(c, cfg)
 	if err != nil {
 		return nil, err
@@ -48,7 +48,7 @@ func openStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
 // beginStream is openStream with the head and retry hint left in the
 // buffer, for a caller that writes more before its first flush: one write
 // where there were two.
-func beginStream(c echo.Context, cfg *StreamConfig) (*sseWriter, error) {
+func beginStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 	res := c.Response()
 	hdr := res.Header()
 	hdr.Set(echo.HeaderContentType, "text/event-stream; charset=utf-8")

@@ -1,4 +1,4 @@
-package handlers
+package stream
 
 import (
 	"context"
@@ -16,15 +16,15 @@ import (
 // tails is the process's fan-out of run logs to its streams: one tail per
 // run that has watchers here. A wake-up (a notification, a poll) makes the
 // tail read the run's log ONCE from its head and hand the page to every
-// subscriber's outbox, so a run's store reads do not grow with its
+// Sub's outbox, so a run's store reads do not grow with its
 // watchers. Wake-ups that arrive while a read is in flight coalesce into
 // one more read.
 //
 // A tail holds no goroutine while idle: the listener calls wake, and a
 // read runs on a goroutine that exits when the tail has caught up.
 //
-// What a subscriber is sent is still ordered by seq and deduplicated by
-// the subscriber itself (stream.go): it joins the tail before it reads
+// What a Sub is sent is still ordered by seq and deduplicated by
+// the Sub itself (log.go): it joins the tail before it reads
 // what it is behind on from the store, so the tail's pages and its own
 // reads overlap and nothing falls between them.
 type tails struct {
@@ -39,7 +39,7 @@ type tails struct {
 	runs map[uuid.UUID]*tail
 }
 
-func newTails(ctx context.Context, st *store.Store, l *store.Listener, cfg *StreamConfig, log *slog.Logger) *tails {
+func newTails(ctx context.Context, st *store.Store, l *store.Listener, cfg *Config, log *slog.Logger) *tails {
 	return &tails{ctx: ctx, store: st, listener: l, page: cfg.PageSize, poll: cfg.Poll, log: log,
 		runs: map[uuid.UUID]*tail{}}
 }
@@ -52,7 +52,7 @@ type tail struct {
 
 	mu      sync.Mutex
 	head    int64 // the last seq read
-	subs    map[*subscriber]struct{}
+	subs    map[*Sub]struct{}
 	reading bool // a read goroutine is running
 	again   bool // woken during that read: read once more
 	closed  bool
@@ -61,18 +61,18 @@ type tail struct {
 
 // join adds sub to runID's tail, making the tail if it is the run's first
 // watcher here; head is where a new tail starts reading (the run's last
-// seq as the subscriber loaded it). from is the last seq the tail had
+// seq as the Sub loaded it). from is the last seq the tail had
 // handed over when sub joined: it hands sub everything after it. leave
 // undoes the join.
 //
 // A new tail reads once at once: a notification sent between the
-// subscriber's read of the run and the tail's subscription would be lost.
-func (ts *tails) join(runID uuid.UUID, head int64, sub *subscriber) (leave func(), from int64) {
+// Sub's read of the run and the tail's subscription would be lost.
+func (ts *tails) join(runID uuid.UUID, head int64, sub *Sub) (leave func(), from int64) {
 	ts.mu.Lock()
 	t := ts.runs[runID]
 	created := t == nil
 	if created {
-		t = &tail{ts: ts, runID: runID, head: head, subs: map[*subscriber]struct{}{}}
+		t = &tail{ts: ts, runID: runID, head: head, subs: map[*Sub]struct{}{}}
 		ts.runs[runID] = t
 		if ts.listener != nil {
 			t.stop = ts.listener.SubscribeFunc(store.RunTopic(runID.String()), t.wake)
@@ -92,7 +92,7 @@ func (ts *tails) join(runID uuid.UUID, head int64, sub *subscriber) (leave func(
 	return func() { ts.leave(t, sub) }, from
 }
 
-func (ts *tails) leave(t *tail, sub *subscriber) {
+func (ts *tails) leave(t *tail, sub *Sub) {
 	ts.mu.Lock()
 	t.mu.Lock()
 	delete(t.subs, sub)
@@ -151,13 +151,13 @@ func (t *tail) read() {
 	}
 }
 
-// fanOut hands a page (or what its error means) to every subscriber and
+// fanOut hands a page (or what its error means) to every Sub and
 // moves the head; more says a full page came back, so read again at once.
 func (t *tail) fanOut(evs []store.Event, err error) (more bool) {
 	switch code := store.ErrorCode(err); {
 	case err == nil:
 	case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
-		// Pruned past the head (or the log was rewound): every subscriber
+		// Pruned past the head (or the log was rewound): every Sub
 		// starts over from a snapshot, and the tail from the run's end.
 		r, rerr := t.ts.store.RunByID(t.ts.ctx, t.runID)
 		if rerr != nil {

@@ -1,4 +1,4 @@
-package handlers
+package stream
 
 import (
 	"encoding/json"
@@ -21,7 +21,7 @@ func businessItem(seq int64) item {
 func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 	t.Parallel()
 	// Nothing takes from the queue: only coalescing may make room here.
-	o := newOutbox(&StreamConfig{Buffer: 4, BufferBytes: 1 << 20}, nil)
+	o := newOutbox(&Config{Buffer: 4, BufferBytes: 1 << 20}, nil)
 	want := ""
 	for i := int64(1); i <= 50; i++ {
 		it := narrationItem(i, fmt.Sprintf("w%d ", i))
@@ -66,7 +66,7 @@ func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {
 // watcher of the run); the writer then gets errSlowReader and nothing else.
 func TestOutbox_OverflowCutsTheSubscriber(t *testing.T) {
 	t.Parallel()
-	o := newOutbox(&StreamConfig{Buffer: 2, BufferBytes: 1 << 20}, nil)
+	o := newOutbox(&Config{Buffer: 2, BufferBytes: 1 << 20}, nil)
 	for i := int64(1); i <= 2; i++ {
 		if !o.offer(businessItem(i)) {
 			t.Fatalf("offer %d into room: cut", i)

@@ -1,4 +1,4 @@
-package handlers
+package stream
 
 import (
 	"encoding/json"
@@ -10,13 +10,13 @@ import (
 
 // errSlowReader ends a stream whose outbox overflowed: the client
 // reconnects and replays from the store.
-var errSlowReader = errors.New("handlers: stream subscriber too slow")
+var errSlowReader = errors.New("handlers: stream Sub too slow")
 
-// outbox is one subscriber's bounded queue between the run's shared tail
+// outbox is one Sub's bounded queue between the run's shared tail
 // (tail.go) and the connection's writer. Offering never blocks: the tail
 // serves every watcher of the run, so one that does not keep up is cut, not
 // waited for. A full queue first coalesces narration; if that makes no
-// room, the subscriber is cut (errSlowReader) and what was queued is
+// room, the Sub is cut (errSlowReader) and what was queued is
 // dropped with it.
 type outbox struct {
 	max, maxBytes int
@@ -24,12 +24,12 @@ type outbox struct {
 	mu    sync.Mutex
 	items []item
 	bytes int
-	err   error         // set once: the subscriber was cut
+	err   error         // set once: the Sub was cut
 	ready chan struct{} // something to write, or the cut
 }
 
 // newOutbox makes an outbox that signals ready (nil: a channel of its own).
-func newOutbox(cfg *StreamConfig, ready chan struct{}) *outbox {
+func newOutbox(cfg *Config, ready chan struct{}) *outbox {
 	if ready == nil {
 		ready = make(chan struct{}, 1)
 	}
@@ -41,7 +41,7 @@ type itemKind int
 const (
 	itemEvent itemKind = iota
 	// itemResync: the tail lost its place in the log (pruned past it);
-	// the subscriber starts over from a snapshot.
+	// the Sub starts over from a snapshot.
 	itemResync
 )
 
@@ -67,7 +67,7 @@ func signal(ch chan struct{}) {
 	}
 }
 
-// offer queues it without waiting. It reports false when the subscriber
+// offer queues it without waiting. It reports false when the Sub
 // is cut: now, because nothing could make room, or before.
 func (o *outbox) offer(it item) bool {
 	o.mu.Lock()
@@ -126,7 +126,7 @@ func isNarration(it item) bool {
 }
 
 // mergeNarration joins two narration deltas into one, numbered as the
-// later one, so a subscriber that fell behind gets fewer, larger messages.
+// later one, so a Sub that fell behind gets fewer, larger messages.
 // A payload it cannot read is not rewritten (false): both stay as they are.
 func mergeNarration(a, b item) (item, bool) {
 	var pa, pb struct {

@@ -1,0 +1,49 @@
+package stream
+
+import (
+	"cmp"
+	"time"
+)
+
+// Config tunes the live streams. Zero values take the defaults (Fill).
+type Config struct {
+	Heartbeat time.Duration // a comment when nothing was sent for this long (up to a quarter more: heartbeatIn); default 15s
+	Recheck   time.Duration // every stream's access is re-checked this often (a run's in one batched query); default 30s
+	Poll      time.Duration // store reads without a Listener; default 1s
+	Retry     time.Duration // the SSE retry hint for browsers; default 2s
+	// Busy is the retry hint sent with a stream refused at a cap, and the
+	// API's Retry-After; default 30s.
+	Busy     time.Duration
+	PageSize int // events per store read; default 500
+	// Buffer and BufferBytes bound what one subscriber may have queued
+	// (events, payload bytes). A full buffer coalesces narration; one that
+	// still overflows is closed, and the client replays from the store
+	// when it reconnects.
+	Buffer      int           // default 512
+	BufferBytes int           // default 1 MiB
+	SlowAfter   time.Duration // the deadline of each write: a client that reads nothing for this long is cut; default 10s
+	// MaxPerUser and MaxStreams cap the open streams of one user and of
+	// the process (MAX_STREAMS_PER_USER, MAX_STREAMS).
+	MaxPerUser int // default 16
+	MaxStreams int // default 10000
+	// ReadGap is the least time between two reads of a state stream (the
+	// approval queue, a run list): a flood of changes costs each open one
+	// a few reads a second, and a change still shows within a second.
+	ReadGap time.Duration // default 200ms
+}
+
+// Fill puts the defaults in the zero fields.
+func (c *Config) Fill() {
+	c.Heartbeat = cmp.Or(c.Heartbeat, 15*time.Second)
+	c.Recheck = cmp.Or(c.Recheck, 30*time.Second)
+	c.Poll = cmp.Or(c.Poll, time.Second)
+	c.Retry = cmp.Or(c.Retry, 2*time.Second)
+	c.Busy = cmp.Or(c.Busy, 30*time.Second)
+	c.PageSize = cmp.Or(c.PageSize, 500)
+	c.Buffer = cmp.Or(c.Buffer, 512)
+	c.BufferBytes = cmp.Or(c.BufferBytes, 1<<20)
+	c.SlowAfter = cmp.Or(c.SlowAfter, 10*time.Second)
+	c.MaxPerUser = cmp.Or(c.MaxPerUser, 16)
+	c.MaxStreams = cmp.Or(c.MaxStreams, 10000)
+	c.ReadGap = cmp.Or(c.ReadGap, 200*time.Millisecond)
+}

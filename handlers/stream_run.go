@@ -1,0 +1,345 @@
+package handlers
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"strings"
+
+	"github.com/a-h/templ"
+	"github.com/google/uuid"
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
+)
+
+// A run's streams are adapters of the engine's log stream (handlers/stream):
+// GET /runs/{id}/events sends the run page's HTML fragments for
+// htmx-ext-sse, GET /api/runs/{id}/stream the event JSON, and GET /streams
+// the HTML of several runs over one connection. Here is only what is
+// theirs: who may see the run (loadRun, accessTo), and what each viewer is
+// sent (runView with a streamFormat).
+
+// streamRunPage is GET /runs/{id}/events: HTML fragments for the run page.
+func (h *Handler) streamRunPage(c echo.Context) error { return h.serveStream(c, htmlStream{}) }
+
+// apiStreamEvents is GET /api/runs/{id}/stream: data: is the event JSON.
+func (h *Handler) apiStreamEvents(c echo.Context) error { return h.serveStream(c, jsonStream{}) }
+
+func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
+	run, access, err := h.loadRun(c)
+	if err != nil {
+		if f.answersDenialInStream() && errors.Is(err, store.ErrNotFound) {
+			reason := stream.Denied
+			if currentUser(c) == nil {
+				reason = stream.SignedOut
+			}
+			return h.refuseStream(c, f, reason)
+		}
+		return err
+	}
+	u := currentUser(c)
+	sc := h.engine.NewConn(c, u.ID)
+	defer sc.End()
+	if refused := h.addRun(c, sc, f, u, run, access, cursorParam(c.Request()), ""); refused != "" {
+		return h.refuseBusy(c, f, refused)
+	}
+	return sc.Serve()
+}
+
+// addRun adds run's stream, as u may see it, to the connection.
+func (h *Handler) addRun(c echo.Context, sc *stream.Conn, f streamFormat, u *store.User, run *store.Run, access Access, cursor, idPrefix string) stream.Refused {
+	cred := h.streamCredential(c, run.ID)
+	v := &runView{h: h, f: f, cred: cred, viewer: viewerOf(u, run, access), access: access}
+	return sc.AddRun(run, cred, int(access), cursor, idPrefix, v)
+}
+
+// streamRuns is GET /streams?run=ID:AFTER&run=ID:AFTER…: the run page's
+// HTML streams of several runs over one connection, so the tabs of one
+// browser share one of its six HTTP/1.1 connections per origin
+// (static/tabs.js). Each run counts against the caps as a stream; a
+// message's id is "RUN:SEQ" (a close event's "RUN:").
+func (h *Handler) streamRuns(c echo.Context) error {
+	f := htmlStream{}
+	u := currentUser(c)
+	if u == nil {
+		return h.refuseStream(c, f, stream.SignedOut)
+	}
+	specs := c.QueryParams()["run"]
+	if max := h.engine.Config().MaxPerUser; len(specs) == 0 || len(specs) > max {
+		return echo.NewHTTPError(http.StatusBadRequest,
+			fmt.Sprintf("Name between 1 and %d runs, each as run=ID:AFTER.", max))
+	}
+	sc := h.engine.NewConn(c, u.ID)
+	defer sc.End()
+	seen := map[uuid.UUID]bool{}
+	for _, spec := range specs {
+		idText, cursor, _ := strings.Cut(spec, ":")
+		id, err := uuid.Parse(idText)
+		if err != nil || seen[id] {
+			continue
+		}
+		seen[id] = true
+		run, hasApproval, err := h.store.RunForAccess(c.Request().Context(), id)
+		if err != nil && !errors.Is(err, store.ErrNotFound) {
+			return err
+		}
+		access := AccessNone
+		if err == nil {
+			access = h.accessTo(u, run, hasApproval)
+		}
+		if access == AccessNone {
+			data, err := f.closing(c.Request().Context(), stream.Denied)
+			if err != nil {
+				return err
+			}
+			sc.Deny(id.String()+":", data)
+			continue
+		}
+		if refused := h.addRun(c, sc, f, u, run, access, cursor, id.String()+":"); refused != "" {
+			return h.refuseBusy(c, f, refused)
+		}
+	}
+	return sc.Serve()
+}
+
+// refuseStream answers a stream the viewer may not have with the close
+// event, so the browser stops asking.
+func (h *Handler) refuseStream(c echo.Context, f streamFormat, reason stream.Reason) error {
+	data, err := f.closing(c.Request().Context(), reason)
+	if err != nil {
+		return err
+	}
+	return h.engine.Answer(c, 0, "close", data)
+}
+
+// streamCredential is what a stream's user is found by again: the bearer
+// token it came with, or its session; runID is its run (uuid.Nil for none).
+func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.StreamCredential {
+	if token, ok := c.Get(ctxToken).(string); ok {
+		return store.StreamCredential{Token: token, RunID: runID}
+	}
+	sid, _ := h.session(c).Values[keySessionID].(string)
+	return store.StreamCredential{SessionID: sid, RunID: runID}
+}
+
+// cursorParam is the cursor a stream request carries. Last-Event-ID wins
+// over ?after=: a browser's own reconnect goes to the original URL, whose
+// after= is stale by then.
+func cursorParam(r *http.Request) string {
+	if id := strings.TrimSpace(r.Header.Get("Last-Event-ID")); id != "" {
+		return id
+	}
+	return r.URL.Query().Get("after")
+}
+
+// runView is what one viewer of a run's stream has been shown, and says
+// what they are sent next (stream.RunView).
+type runView struct {
+	h      *Handler
+	f      streamFormat
+	cred   store.StreamCredential
+	viewer views.Viewer // as a viewer with full access
+	access Access
+	v      *views.RunView
+}
+
+var _ stream.RunView = (*runView)(nil)
+
+func (r *runView) Head(ctx context.Context, run *store.Run) (*store.Snapshot, error) {
+	if !r.f.rendersPage() {
+		// The JSON stream shows events and the state they lead to, nothing
+		// of the page: the run as loadRun read it is its start.
+		return &store.Snapshot{Run: run, CoveringSeq: run.LastSeq, ReplayFloor: run.ReplayFloor}, nil
+	}
+	return r.h.store.SnapshotHead(ctx, run.ID)
+}
+
+func (r *runView) Begin(head *store.Snapshot) {
+	r.v = views.NewRunView(head, r.access == AccessFull, r.viewerNow())
+	// The stream sends history piece by piece; it never holds it.
+	r.v.Narration, r.v.Timeline = nil, nil
+}
+
+func (r *runView) Reset(ctx context.Context, snap *store.Snapshot, banner bool) ([]byte, error) {
+	r.v = views.NewRunView(snap, r.access == AccessFull, r.viewerNow())
+	data, err := r.f.reset(ctx, r.v, snap, r.access, banner)
+	r.v.Narration, r.v.Timeline = nil, nil
+	return data, err
+}
+
+func (r *runView) Event(ctx context.Context, ev store.Event) (string, []byte, error) {
+	if r.access != AccessFull && ev.Type == store.EventNarrationDelta {
+		return "", nil, nil
+	}
+	r.v.Apply(ev)
+	return r.f.event(ctx, r.v, ev)
+}
+
+// Recheck reloads the user through the credential the stream came with (a
+// logged-out session or a revoked token no longer works) and decides their
+// access to the run again, as loadRun does for every request.
+func (r *runView) Recheck(ctx context.Context) (int, error) {
+	now, signedOut, err := r.h.recheckAccess(ctx, r.cred)
+	switch {
+	case err != nil:
+		return 0, err
+	case signedOut:
+		return 0, stream.SignedOut
+	case now == AccessNone:
+		return 0, stream.Denied
+	}
+	r.access = now
+	return int(now), nil
+}
+
+func (r *runView) Closing(ctx context.Context, reason stream.Reason) ([]byte, error) {
+	return r.f.closing(ctx, reason)
+}
+
+// viewerNow is the viewer as their access allows now.
+func (r *runView) viewerNow() views.Viewer {
+	if r.access != AccessFull {
+		// Who is looking stays the same: their own decisions still read
+		// "you"; only what they may do goes.
+		return views.Viewer{UserID: r.viewer.UserID, Staff: r.viewer.Staff}
+	}
+	return r.viewer
+}
+
+// recheckAccess reloads the user through the credential the stream came
+// with and decides their access to its run again. signedOut: the
+// credential no longer works.
+func (h *Handler) recheckAccess(ctx context.Context, cred store.StreamCredential) (access Access, signedOut bool, err error) {
+	u, err := h.userOf(ctx, cred)
+	if errors.Is(err, store.ErrNotFound) {
+		return AccessNone, true, nil
+	}
+	if err != nil {
+		return AccessNone, false, err
+	}
+	run, hasApproval, err := h.store.RunForAccess(ctx, cred.RunID)
+	if errors.Is(err, store.ErrNotFound) {
+		return AccessNone, false, nil
+	}
+	if err != nil {
+		return AccessNone, false, err
+	}
+	return h.accessTo(u, run, hasApproval), false, nil
+}
+
+// recheckStreams re-reads, in one query, what the access of every open run
+// stream depends on, and wakes the streams whose access that changes: they
+// decide it again themselves (runView.Recheck), through the same path as a
+// request. Idle streams so cost one query per interval between them.
+func (h *Handler) recheckStreams(ctx context.Context, subs []*stream.Sub) {
+	creds := make([]store.StreamCredential, len(subs))
+	for i, s := range subs {
+		creds[i] = s.Cred
+	}
+	facts, err := h.store.StreamAccess(ctx, creds)
+	if err != nil {
+		h.log.Warn("stream access re-check failed", "streams", len(subs), "err", err)
+		return
+	}
+	for i, f := range facts {
+		now := AccessNone
+		if f.User != nil && f.Run != nil {
+			now = h.accessTo(f.User, f.Run, f.HasApproval)
+		}
+		if int(now) != subs[i].Access() {
+			subs[i].Recheck()
+		}
+	}
+}
+
+// streamFormat renders what a run's stream sends.
+type streamFormat interface {
+	// event renders one event for a viewer with the view v (already moved
+	// past ev); nil data sends nothing.
+	event(ctx context.Context, v *views.RunView, ev store.Event) (name string, data []byte, err error)
+	reset(ctx context.Context, v *views.RunView, snap *store.Snapshot, access Access, banner bool) ([]byte, error)
+	closing(ctx context.Context, r stream.Reason) ([]byte, error)
+	// answersDenialInStream: a browser's stream must end a denial with the
+	// close event (any error status makes the SSE extension retry forever);
+	// a program gets the plain 404.
+	answersDenialInStream() bool
+	// rendersPage: the format renders the run page's parts, which need the
+	// snapshot's head (approval, ledger, marks) to start a resumed stream.
+	rendersPage() bool
+}
+
+var (
+	_ streamFormat = htmlStream{}
+	_ streamFormat = jsonStream{}
+)
+
+// closeMessage is what a person reads when a run's stream ends.
+func closeMessage(r stream.Reason) string {
+	switch r {
+	case stream.Denied:
+		return "This run is not available to you."
+	case stream.SignedOut:
+		return "Your session has ended. Log in again to follow this run."
+	}
+	return "The run has finished."
+}
+
+// htmlStream sends the run page's own components as out-of-band swaps.
+type htmlStream struct{}
+
+func (htmlStream) answersDenialInStream() bool { return true }
+func (htmlStream) rendersPage() bool           { return true }
+
+func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
+	data, err := renderBytes(ctx, views.StreamEvent(v, ev))
+	return "", data, err
+}
+
+func (htmlStream) reset(ctx context.Context, v *views.RunView, _ *store.Snapshot, _ Access, banner bool) ([]byte, error) {
+	return renderBytes(ctx, views.StreamReset(v, banner))
+}
+
+func (htmlStream) closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	return renderBytes(ctx, views.StreamClose(closeMessage(r), r != stream.Finished))
+}
+
+// jsonStream sends the event JSON of DESIGN.md; a status-only viewer gets
+// event: status with the run's state and final message instead.
+type jsonStream struct{}
+
+func (jsonStream) answersDenialInStream() bool { return false }
+func (jsonStream) rendersPage() bool           { return false }
+
+func (jsonStream) event(_ context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
+	if v.Full {
+		b, err := json.Marshal(ev)
+		return "", b, err
+	}
+	var final *string
+	if v.FinalMessage != "" {
+		final = &v.FinalMessage
+	}
+	b, err := json.Marshal(apiStatusSnapshot{Access: "status", Run: apiStatusOfRun{ID: v.Run.ID, State: v.State}, FinalMessage: final})
+	return "status", b, err
+}
+
+func (jsonStream) reset(_ context.Context, _ *views.RunView, snap *store.Snapshot, access Access, _ bool) ([]byte, error) {
+	return json.Marshal(newAPISnapshot(snap, access))
+}
+
+func (jsonStream) closing(_ context.Context, r stream.Reason) ([]byte, error) {
+	return json.Marshal(map[string]string{"reason": r.String(), "message": closeMessage(r)})
+}
+
+// renderBytes renders a component for a stream's data.
+func renderBytes(ctx context.Context, c templ.Component) ([]byte, error) {
+	var buf bytes.Buffer
+	err := c.Render(ctx, &buf)
+	return buf.Bytes(), err
+}
