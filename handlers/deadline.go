@@ -18,6 +18,14 @@ import (
 // buffered response of its own (echo reuses a request's context once the
 // request is answered); a late handler's response is dropped.
 //
+// Why not the standard ones: http.TimeoutHandler answers with one fixed
+// body and status for every route (a page needs HTML and the API its JSON
+// error with a code, both with Retry-After), and it does not hand the
+// handler echo's context, so the user and session that earlier middleware
+// put there would be lost. echo's middleware.ContextTimeout only sets the
+// context's deadline, which (see above) a stalled PostgreSQL ignores; its
+// middleware.Timeout is deprecated by echo for racing on the response.
+//
 // Streams are not bounded: they live as long as their client watches.
 func (h *Handler) deadline(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {

@@ -229,7 +229,8 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 }
 
 // TestBrowser_CustomerRunsLive: the customer's list of runs follows each
-// run's state without a reload, inside its polite live region.
+// run's state without a reload, over its stream (the page says "Live"),
+// inside its polite live region.
 func TestBrowser_CustomerRunsLive(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{})
@@ -241,6 +242,10 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	state := `document.querySelector('#run-row-` + run.ID.String() + ` .state').textContent`
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'created'`)); err != nil {
 		t.Fatal(err)
+	}
+	live := `document.getElementById('stream-indicator')?.dataset.state === 'live'`
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](live, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+		t.Fatalf("the list's stream did not open: %v", err)
 	}
 	if _, err := a.store.RequestApproval(context.Background(), run.ID, nil); err != nil {
 		t.Fatal(err)

@@ -33,7 +33,7 @@ func countIs(text string) string {
 	return `document.getElementById('queue-count').textContent === ` + jsString(text)
 }
 func jsString(s string) string { return "'" + s + "'" } // ids and our own words: no quotes inside
-const queueLive = `document.getElementById('stream-indicator').dataset.state === 'live'`
+const queueLive = `document.getElementById('stream-indicator')?.dataset.state === 'live'`
 
 // TestQueueBrowser_TwoApprovers: two approvers watch the queue in their own
 // browser contexts; one approves from the queue, and the card leaves the

@@ -8,7 +8,8 @@ import (
 
 // Follower is one reader of a run's log: what it has (Cursor), what it
 // does with each page (Deliver) and how it waits for more (Wait). The
-// streams and `refundd events --follow` differ only in those.
+// streams' replays (handlers/stream, with no Wait: their run's shared tail
+// wakes them) and `refundd events --follow` differ only in those.
 type Follower struct {
 	RunID uuid.UUID
 	// Cursor is the seq of the last event delivered. Follow moves it past
@@ -23,6 +24,8 @@ type Follower struct {
 	// a timer. It is called only when the reader has caught up. A nil Wait
 	// ends Follow then instead.
 	Wait func(ctx context.Context) error
+	// Reads counts the log reads Follow did, for the caller's metrics.
+	Reads int
 }
 
 // Follow replays the run's log strictly after f.Cursor, then follows it:
@@ -39,6 +42,7 @@ func (s *Store) Follow(ctx context.Context, f *Follower) error {
 	page := pageLimit(f.PageSize)
 	for {
 		evs, err := s.EventsAfter(ctx, f.RunID, f.Cursor, page)
+		f.Reads++
 		if err != nil {
 			return err
 		}

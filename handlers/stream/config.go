@@ -3,6 +3,8 @@ package stream
 import (
 	"cmp"
 	"time"
+
+	"github.com/refundd/refundd/store"
 )
 
 // Config tunes the live streams. Zero values take the defaults (Fill).
@@ -14,7 +16,7 @@ type Config struct {
 	// Busy is the retry hint sent with a stream refused at a cap, and the
 	// API's Retry-After; default 30s.
 	Busy     time.Duration
-	PageSize int // events per store read; default 500
+	PageSize int // events per store read; default 500, at most store.MaxPage
 	// Buffer and BufferBytes bound what one subscriber may have queued
 	// (events, payload bytes). A full buffer coalesces narration; one that
 	// still overflows is closed, and the client replays from the store
@@ -39,7 +41,7 @@ func (c *Config) Fill() {
 	c.Poll = cmp.Or(c.Poll, time.Second)
 	c.Retry = cmp.Or(c.Retry, 2*time.Second)
 	c.Busy = cmp.Or(c.Busy, 30*time.Second)
-	c.PageSize = cmp.Or(c.PageSize, 500)
+	c.PageSize = min(max(cmp.Or(c.PageSize, 500), 1), store.MaxPage)
 	c.Buffer = cmp.Or(c.Buffer, 512)
 	c.BufferBytes = cmp.Or(c.BufferBytes, 1<<20)
 	c.SlowAfter = cmp.Or(c.SlowAfter, 10*time.Second)

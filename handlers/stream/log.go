@@ -135,38 +135,31 @@ func (f *logFeed) begin(ctx context.Context) error {
 }
 
 // catchUp reads the log after the cursor from the store and sends it,
-// page by page, until it has caught up.
+// page by page, until it has caught up (store.Follow without a Wait).
 func (f *logFeed) catchUp(ctx context.Context) error {
-	page := f.sc.e.cfg.PageSize
-	for {
-		evs, err := f.sc.e.store.EventsAfter(ctx, f.runID, f.cursor, page)
-		metrics.StreamReads.Inc()
-		switch code := store.ErrorCode(err); {
-		case err == nil:
-		case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
-			// Pruned since the stream started: start over from a snapshot.
-			metrics.StreamResets.WithLabelValues("pruned").Inc()
-			return f.fresh(ctx, true)
-		case errors.Is(err, store.ErrNotFound):
-			return Denied
-		default:
-			return err
-		}
-		for _, ev := range evs {
-			if err := f.send(ctx, ev, false); err != nil {
-				return err
+	fl := &store.Follower{RunID: f.runID, Cursor: f.cursor, PageSize: f.sc.e.cfg.PageSize,
+		Deliver: func(ctx context.Context, evs []store.Event) error {
+			for _, ev := range evs {
+				if err := f.send(ctx, ev, false); err != nil {
+					return err
+				}
 			}
-		}
-		if err := f.sc.w.flush(); err != nil {
-			return err
-		}
-		if len(evs) < pageLimitOf(page) {
-			return nil
-		}
+			return f.sc.w.flush()
+		}}
+	err := f.sc.e.store.Follow(ctx, fl)
+	metrics.StreamReads.Add(float64(fl.Reads))
+	switch code := store.ErrorCode(err); {
+	case err == nil:
+		return nil
+	case code == store.CodeCursorExpired || code == store.CodeCursorInvalid:
+		// Pruned since the stream started: start over from a snapshot.
+		metrics.StreamResets.WithLabelValues("pruned").Inc()
+		return f.fresh(ctx, true)
+	case errors.Is(err, store.ErrNotFound):
+		return Denied
 	}
+	return err
 }
-
-func pageLimitOf(n int) int { return min(max(n, 1), store.MaxPage) }
 
 // update sends what the tail handed over, in seq order, once each. An
 // item that does not follow on from the cursor (a gap, or merged

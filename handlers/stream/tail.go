@@ -184,7 +184,7 @@ func (t *tail) fanOut(evs []store.Event, err error) (more bool) {
 	for sub := range t.subs {
 		sub.offerEvents(evs)
 	}
-	return len(evs) == pageLimitOf(t.ts.page)
+	return len(evs) == t.ts.page
 }
 
 // retryLater reads again after a poll interval when a read failed: the
