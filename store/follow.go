@@ -7,8 +7,9 @@ import (
 )
 
 // Follower is one reader of a run's log: what it has (Cursor), what it
-// does with each page (Deliver) and how it waits for more (Wait). The
-// streams and `refundd events --follow` differ only in those.
+// does with each page (Deliver) and how it waits for more (Wait).
+// `refundd events --follow` reads through it; the server-sent streams do
+// not (they read through the per-run tails in handlers/).
 type Follower struct {
 	RunID uuid.UUID
 	// Cursor is the seq of the last event delivered. Follow moves it past
