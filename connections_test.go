@@ -65,21 +65,7 @@ func TestServe_CapsKeepPagesAnswering(t *testing.T) {
 	// streams and 8 of these are 12. Without the server closing idle
 	// connections near the cap, the next client would wait for their
 	// IdleTimeout (30 s), past its own timeout.
-	var idle []net.Conn
-	for range 8 {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer conn.Close()
-		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
-		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
-		if err != nil {
-			t.Fatal(err)
-		}
-		res.Body.Close()
-		idle = append(idle, conn)
-	}
+	idle := openIdleKeepAlives(t, strings.TrimPrefix(p.url, "http://"), 8)
 
 	fresh := &http.Client{Timeout: 10 * time.Second, Transport: &http.Transport{DisableKeepAlives: true}}
 	for _, path := range []string{"/healthz", "/readyz", "/login"} {
@@ -93,18 +79,7 @@ func TestServe_CapsKeepPagesAnswering(t *testing.T) {
 		}
 	}
 	// The server hung up on idle connections to make that room.
-	var closed atomic.Int32
-	var wg sync.WaitGroup
-	for _, conn := range idle {
-		wg.Go(func() {
-			conn.SetReadDeadline(time.Now().Add(5 * time.Second))
-			if _, err := conn.Read(make([]byte, 1)); err == io.EOF {
-				closed.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if closed.Load() == 0 {
+	if closedByServer(idle, 5*time.Second) == 0 {
 		t.Error("no idle keep-alive connection was closed near the connection cap")
 	}
 }
@@ -141,4 +116,43 @@ func decode(t *testing.T, res *http.Response, v any) {
 	if err := json.NewDecoder(res.Body).Decode(v); err != nil {
 		t.Fatal(err)
 	}
+}
+
+// openIdleKeepAlives opens n connections to addr, has each answer one
+// request, and leaves them open and idle until the test ends.
+func openIdleKeepAlives(t *testing.T, addr string, n int) []net.Conn {
+	t.Helper()
+	var idle []net.Conn
+	for range n {
+		conn, err := net.Dial("tcp", addr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { conn.Close() })
+		fmt.Fprintf(conn, "GET /healthz HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+		res, err := http.ReadResponse(bufio.NewReader(conn), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		idle = append(idle, conn)
+	}
+	return idle
+}
+
+// closedByServer is how many of conns the server closes (a read sees EOF)
+// within wait.
+func closedByServer(conns []net.Conn, wait time.Duration) int32 {
+	var closed atomic.Int32
+	var wg sync.WaitGroup
+	for _, conn := range conns {
+		wg.Go(func() {
+			conn.SetReadDeadline(time.Now().Add(wait))
+			if _, err := conn.Read(make([]byte, 1)); err == io.EOF {
+				closed.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	return closed.Load()
 }

@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -170,6 +172,15 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	spawn(t, env, "worker running", "worker")
 	testkit.WaitRunState(t, st, run.ID, store.StateCompleted, 30*time.Second)
 
+	wantRefundedOnceAfterReconciling(t, ctx, st, provider, run.ID)
+	wantVerifyClean(t, env)
+}
+
+// wantRefundedOnceAfterReconciling checks that the provider's ledger holds
+// exactly one refund, that it is the run's one operation, succeeded, and
+// that the run's timeline reconciled between submission and success.
+func wantRefundedOnceAfterReconciling(t *testing.T, ctx context.Context, st *store.Store, provider *payments.Client, runID uuid.UUID) {
+	t.Helper()
 	ledger, err := provider.Ledger(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +188,7 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	if len(ledger) != 1 {
 		t.Fatalf("provider ledger has %d refunds, want exactly 1", len(ledger))
 	}
-	snap, err := st.Snapshot(ctx, run.ID)
+	snap, err := st.Snapshot(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +205,12 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	if got := strings.Join(types, ","); !strings.Contains(got, "operation.submitted,operation.reconciling,operation.succeeded,message.final,run.completed") {
 		t.Errorf("timeline = %s, want a reconciliation between submission and success", got)
 	}
+}
 
+// wantVerifyClean runs `refundd verify` with env and wants it to have
+// checked both ledgers, skipping nothing.
+func wantVerifyClean(t *testing.T, env []string) {
+	t.Helper()
 	cmd := exec.Command(buildBinary(t), "verify")
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH")}, env...)
 	out, err := cmd.CombinedOutput()

@@ -401,8 +401,46 @@ func TestAPIToken(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	admin := a.signedIn(t, "admin@example.com")
 	cust := a.user(t, "customer@example.com")
+	token := a.createToken(t, admin, cust, "billing script")
 
-	wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/users/%d/tokens", cust.ID), url.Values{"name": {"billing script"}}), "/admin/tokens/new")
+	t.Run("shown once, stored hashed", func(t *testing.T) {
+		a.checkTokenStoredHashed(t, admin, token, "billing script")
+	})
+	t.Run("used like a session", func(t *testing.T) {
+		a.checkTokenUsedLikeSession(t, cust, token)
+	})
+	t.Run("same grants as the user", func(t *testing.T) {
+		a.checkTokenHasUsersGrants(t, cust, token)
+	})
+	t.Run("bad tokens", func(t *testing.T) {
+		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", token+"x", ""))
+		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", "rfd_nope", ""))
+		req, _ := http.NewRequest(http.MethodGet, a.srv.URL+"/api/orders", nil)
+		req.Header.Set("Authorization", "Basic "+token)
+		wantUnauthorized(t, do(t, http.DefaultClient, req))
+		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", "", ""))
+	})
+	t.Run("a bad token is not rescued by a session", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, a.srv.URL+"/api/orders", nil)
+		req.Header.Set("Authorization", "Bearer rfd_nope")
+		wantUnauthorized(t, do(t, a.signedIn(t, "customer@example.com"), req))
+	})
+	t.Run("disabled user", func(t *testing.T) {
+		wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/users/%d/disable", cust.ID), nil), "/admin/users")
+		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", token, ""))
+		wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/users/%d/enable", cust.ID), nil), "/admin/users")
+		wantStatus(t, a.bearer(t, http.MethodGet, "/api/orders", token, ""), http.StatusOK)
+	})
+	t.Run("revoked", func(t *testing.T) {
+		a.checkTokenRevoked(t, admin, token)
+	})
+}
+
+// createToken has admin create a token named name for user, and returns it
+// as the page shows it, once and not cached.
+func (a *app) createToken(t *testing.T, admin *http.Client, user *store.User, name string) string {
+	t.Helper()
+	wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/users/%d/tokens", user.ID), url.Values{"name": {name}}), "/admin/tokens/new")
 	created := a.get(t, admin, "/admin/tokens/new")
 	wantStatus(t, created, http.StatusOK)
 	if cc := created.header.Get("Cache-Control"); cc != "no-store" {
@@ -412,94 +450,85 @@ func TestAPIToken(t *testing.T) {
 	if !strings.HasPrefix(token, store.TokenPrefix) {
 		t.Fatalf("#new-token = %q, want a token", token)
 	}
+	return token
+}
 
-	t.Run("shown once, stored hashed", func(t *testing.T) {
-		if strings.Contains(a.get(t, admin, "/admin/users").body, token) {
-			t.Error("the users page shows the token again")
+// checkTokenStoredHashed checks that the users page does not show token
+// again and that the database holds only its SHA-256.
+func (a *app) checkTokenStoredHashed(t *testing.T, admin *http.Client, token, name string) {
+	t.Helper()
+	if strings.Contains(a.get(t, admin, "/admin/users").body, token) {
+		t.Error("the users page shows the token again")
+	}
+	var rows []string
+	if err := a.db.Select(&rows, `SELECT row_to_json(t)::text FROM api_tokens t`); err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimPrefix(token, store.TokenPrefix)
+	for _, r := range rows {
+		if strings.Contains(r, secret) || strings.Contains(r, fmt.Sprintf("%x", token)) {
+			t.Errorf("token stored in clear: %s", r)
 		}
-		var rows []string
-		if err := a.db.Select(&rows, `SELECT row_to_json(t)::text FROM api_tokens t`); err != nil {
-			t.Fatal(err)
-		}
-		secret := strings.TrimPrefix(token, store.TokenPrefix)
-		for _, r := range rows {
-			if strings.Contains(r, secret) || strings.Contains(r, fmt.Sprintf("%x", token)) {
-				t.Errorf("token stored in clear: %s", r)
-			}
-		}
-		if got := a.count(t, `SELECT count(*) FROM api_tokens WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND name = 'billing script'`, token); got != 1 {
-			t.Errorf("rows with the token's SHA-256 = %d, want 1", got)
-		}
-	})
+	}
+	if got := a.count(t, `SELECT count(*) FROM api_tokens WHERE token_hash = sha256(convert_to($1, 'UTF8')) AND name = $2`, token, name); got != 1 {
+		t.Errorf("rows with the token's SHA-256 = %d, want 1", got)
+	}
+}
 
-	t.Run("used like a session", func(t *testing.T) {
-		r := a.bearer(t, http.MethodGet, "/api/orders", token, "")
-		wantStatus(t, r, http.StatusOK)
-		if !strings.Contains(r.body, `"currency":"EUR"`) {
-			t.Errorf("orders = %s, want the customer's EUR orders", r.body)
-		}
-		// A state-changing call with a token needs no Origin: it carries no cookie.
-		orders, err := a.store.OrdersByCustomer(context.Background(), cust.ID)
-		if err != nil {
-			t.Fatal(err)
-		}
-		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/api/runs",
-			strings.NewReader(fmt.Sprintf(`{"order_id":%d,"amount":100,"reason":"by token"}`, orders[0].ID)))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", uuid.NewString())
-		wantStatus(t, do(t, http.DefaultClient, req), http.StatusCreated)
-		if got := a.count(t, `SELECT count(*) FROM api_tokens WHERE last_used_at IS NOT NULL`); got != 1 {
-			t.Errorf("tokens with a last use = %d, want 1", got)
-		}
-	})
+// checkTokenUsedLikeSession reads user's orders and starts a run with token
+// alone (no cookie, so no Origin needed), and checks the token's use is noted.
+func (a *app) checkTokenUsedLikeSession(t *testing.T, user *store.User, token string) {
+	t.Helper()
+	r := a.bearer(t, http.MethodGet, "/api/orders", token, "")
+	wantStatus(t, r, http.StatusOK)
+	if !strings.Contains(r.body, `"currency":"EUR"`) {
+		t.Errorf("orders = %s, want the customer's EUR orders", r.body)
+	}
+	orders, err := a.store.OrdersByCustomer(context.Background(), user.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/api/runs",
+		strings.NewReader(fmt.Sprintf(`{"order_id":%d,"amount":100,"reason":"by token"}`, orders[0].ID)))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", uuid.NewString())
+	wantStatus(t, do(t, http.DefaultClient, req), http.StatusCreated)
+	if got := a.count(t, `SELECT count(*) FROM api_tokens WHERE last_used_at IS NOT NULL`); got != 1 {
+		t.Errorf("tokens with a last use = %d, want 1", got)
+	}
+}
 
-	t.Run("same grants as the user", func(t *testing.T) {
-		if err := a.store.SetGrant(context.Background(), cust.ID, store.GrantRefundAccess, false); err != nil {
-			t.Fatal(err)
-		}
-		defer a.store.SetGrant(context.Background(), cust.ID, store.GrantRefundAccess, true)
-		req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/api/runs", strings.NewReader(`{"order_id":1,"amount":100,"reason":"x"}`))
-		req.Header.Set("Authorization", "Bearer "+token)
-		req.Header.Set("Content-Type", "application/json")
-		req.Header.Set("Idempotency-Key", uuid.NewString())
-		wantStatus(t, do(t, http.DefaultClient, req), http.StatusForbidden)
-	})
+// checkTokenHasUsersGrants takes user's refund grant away and checks that
+// a start with token is then forbidden.
+func (a *app) checkTokenHasUsersGrants(t *testing.T, user *store.User, token string) {
+	t.Helper()
+	if err := a.store.SetGrant(context.Background(), user.ID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+	defer a.store.SetGrant(context.Background(), user.ID, store.GrantRefundAccess, true)
+	req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/api/runs", strings.NewReader(`{"order_id":1,"amount":100,"reason":"x"}`))
+	req.Header.Set("Authorization", "Bearer "+token)
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Idempotency-Key", uuid.NewString())
+	wantStatus(t, do(t, http.DefaultClient, req), http.StatusForbidden)
+}
 
-	t.Run("bad tokens", func(t *testing.T) {
-		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", token+"x", ""))
-		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", "rfd_nope", ""))
-		req, _ := http.NewRequest(http.MethodGet, a.srv.URL+"/api/orders", nil)
-		req.Header.Set("Authorization", "Basic "+token)
-		wantUnauthorized(t, do(t, http.DefaultClient, req))
-		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", "", ""))
-	})
-
-	t.Run("a bad token is not rescued by a session", func(t *testing.T) {
-		req, _ := http.NewRequest(http.MethodGet, a.srv.URL+"/api/orders", nil)
-		req.Header.Set("Authorization", "Bearer rfd_nope")
-		wantUnauthorized(t, do(t, a.signedIn(t, "customer@example.com"), req))
-	})
-
-	t.Run("disabled user", func(t *testing.T) {
-		wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/users/%d/disable", cust.ID), nil), "/admin/users")
-		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", token, ""))
-		wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/users/%d/enable", cust.ID), nil), "/admin/users")
-		wantStatus(t, a.bearer(t, http.MethodGet, "/api/orders", token, ""), http.StatusOK)
-	})
-
-	t.Run("revoked", func(t *testing.T) {
-		var id int64
-		if err := a.db.Get(&id, `SELECT id FROM api_tokens`); err != nil {
-			t.Fatal(err)
-		}
-		wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/tokens/%d/revoke", id), nil), "/admin/users")
-		wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", token, ""))
-		if got := a.get(t, admin, "/admin/users").doc(t).Find(fmt.Sprintf("#token-%d .revoked", id)).Length(); got != 1 {
-			t.Error("the users page does not show the token as revoked")
-		}
-		wantStatus(t, a.post(t, admin, "/admin/tokens/999999/revoke", nil), http.StatusNotFound)
-	})
+// checkTokenRevoked has admin revoke the app's only token and checks that
+// it no longer works, that the users page says so, and that revoking an
+// unknown token is a 404.
+func (a *app) checkTokenRevoked(t *testing.T, admin *http.Client, token string) {
+	t.Helper()
+	var id int64
+	if err := a.db.Get(&id, `SELECT id FROM api_tokens`); err != nil {
+		t.Fatal(err)
+	}
+	wantRedirect(t, a.post(t, admin, fmt.Sprintf("/admin/tokens/%d/revoke", id), nil), "/admin/users")
+	wantUnauthorized(t, a.bearer(t, http.MethodGet, "/api/orders", token, ""))
+	if got := a.get(t, admin, "/admin/users").doc(t).Find(fmt.Sprintf("#token-%d .revoked", id)).Length(); got != 1 {
+		t.Error("the users page does not show the token as revoked")
+	}
+	wantStatus(t, a.post(t, admin, "/admin/tokens/999999/revoke", nil), http.StatusNotFound)
 }
 
 // TestAudit_ThroughTheWeb: the actor and their address are recorded for

@@ -655,14 +655,43 @@ func (m *mxApp) checkShown(t *testing.T, row mxRow, cell *mxCell, detail string,
 // checkStream opens a stream as client with cursor 0 and reads it until
 // the run's last event (or the end), then checks what was delivered.
 func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, what string) {
-	api := strings.HasPrefix(cell.path, "/api/")
+	t.Helper()
 	stopAt := int64(-1)
 	if what == "full" || what == "status" {
 		stopAt = cell.lastSeq
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.srv.URL+cell.path, nil)
+	res := m.openStream(t, ctx, client, cell.path)
+	defer res.Body.Close()
+
+	frames, reached, ended := readStreamUntil(ctx, res.Body, stopAt)
+	if stopAt >= 0 && !reached {
+		t.Fatalf("the stream did not deliver up to seq %d (ended=%v); got %d frames: %+v", stopAt, ended, len(frames), frames)
+	}
+
+	api := strings.HasPrefix(cell.path, "/api/")
+	switch what {
+	case "full":
+		checkFullStream(t, cell, api, frames)
+	case "status":
+		checkStatusOnlyStream(t, cell, api, frames)
+	case "queue":
+		if len(frames) == 0 || frames[0].Event != "reset" || frames[0].ID == "" || !strings.Contains(frames[0].Data, `id="queue-body"`) {
+			t.Errorf("got %+v, want the queue's reset first", frames)
+		}
+	case "denied", "signed-out":
+		checkRefusedStream(t, cell, what, frames, ended)
+	default:
+		t.Fatalf("bad stream expectation %q", what)
+	}
+}
+
+// openStream requests path as client, asking for an event stream, and
+// fails the test unless the answer is one.
+func (m *mxApp) openStream(t *testing.T, ctx context.Context, client *http.Client, path string) *http.Response {
+	t.Helper()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, m.srv.URL+path, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -671,16 +700,22 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
 	if res.StatusCode != http.StatusOK || !strings.HasPrefix(res.Header.Get("Content-Type"), "text/event-stream") {
 		b, _ := io.ReadAll(res.Body)
+		res.Body.Close()
 		t.Fatalf("status %d (%s), want a stream; body:\n%.600s", res.StatusCode, res.Header.Get("Content-Type"), b)
 	}
+	return res
+}
 
-	var frames []testkit.SSEEvent
-	reached, ended, early := false, false, false
+// readStreamUntil reads the stream's frames (comments left out) until one
+// carries seq stopAt (reached), or, when stopAt is negative, until the
+// first frame that is not a close event. ended says the server ended the
+// stream before either, with no error and before ctx ran out.
+func readStreamUntil(ctx context.Context, body io.Reader, stopAt int64) (frames []testkit.SSEEvent, reached, ended bool) {
+	early := false
 	var readErr error
-	for f, err := range testkit.SSE(res.Body) {
+	for f, err := range testkit.SSE(body) {
 		if err != nil {
 			readErr = err
 			break
@@ -702,80 +737,92 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 	if !reached && !early {
 		ended = ctx.Err() == nil && readErr == nil
 	}
-	if stopAt >= 0 && !reached {
-		t.Fatalf("the stream did not deliver up to seq %d (ended=%v); got %d frames: %+v", stopAt, ended, len(frames), frames)
-	}
+	return frames, reached, ended
+}
 
-	narration, reason := cell.secrets.narration, cell.secrets.reason
-	all := ""
+// checkFullStream checks that a stream with full access delivered the
+// run's narration and a timeline event, and no close or status event.
+func checkFullStream(t *testing.T, cell *mxCell, api bool, frames []testkit.SSEEvent) {
+	t.Helper()
+	narration := cell.secrets.narration
+	sawNarration, sawTimeline := false, false
 	for _, f := range frames {
-		all += f.Data + "\n"
+		if f.Event == "close" || f.Event == "status" {
+			t.Errorf("full access got %s event: %.400s", f.Event, f.Data)
+		}
+		if api {
+			var ev struct {
+				Type    string          `json:"type"`
+				Seq     int64           `json:"seq"`
+				Payload json.RawMessage `json:"payload"`
+			}
+			if err := json.Unmarshal([]byte(f.Data), &ev); err != nil || ev.Type == "" {
+				t.Errorf("frame %+v is not the event JSON", f)
+			}
+			sawNarration = sawNarration || (ev.Type == store.EventNarrationDelta && strings.Contains(string(ev.Payload), narration))
+			sawTimeline = sawTimeline || ev.Type == cell.timeline
+		} else {
+			sawNarration = sawNarration || strings.Contains(f.Data, narration)
+			sawTimeline = sawTimeline || strings.Contains(f.Data, "beforeend:#timeline")
+		}
 	}
-	switch what {
-	case "full":
-		sawNarration, sawTimeline := false, false
-		for _, f := range frames {
-			if f.Event == "close" || f.Event == "status" {
-				t.Errorf("full access got %s event: %.400s", f.Event, f.Data)
-			}
-			if api {
-				var ev struct {
-					Type    string          `json:"type"`
-					Seq     int64           `json:"seq"`
-					Payload json.RawMessage `json:"payload"`
-				}
-				if err := json.Unmarshal([]byte(f.Data), &ev); err != nil || ev.Type == "" {
-					t.Errorf("frame %+v is not the event JSON", f)
-				}
-				sawNarration = sawNarration || (ev.Type == store.EventNarrationDelta && strings.Contains(string(ev.Payload), narration))
-				sawTimeline = sawTimeline || ev.Type == cell.timeline
-			} else {
-				sawNarration = sawNarration || strings.Contains(f.Data, narration)
-				sawTimeline = sawTimeline || strings.Contains(f.Data, "beforeend:#timeline")
-			}
-		}
-		if !sawNarration || !sawTimeline {
-			t.Errorf("full access: narration delivered = %v, timeline delivered = %v, want both; frames: %+v", sawNarration, sawTimeline, frames)
-		}
-	case "status":
-		if strings.Contains(all, narration) || strings.Contains(all, "#timeline") || strings.Contains(all, "#narration") {
-			t.Errorf("status-only stream delivered narration or timeline: %+v", frames)
-		}
-		for _, f := range frames {
-			if api && (f.Event != "status" || !strings.Contains(f.Data, `"access":"status"`) || strings.Contains(f.Data, `"type"`)) {
-				t.Errorf("status-only JSON stream sent %+v, want event status with the run's state only", f)
-			}
-			if !api && f.Event == "" && !strings.Contains(f.Data, `id="run-status"`) {
-				t.Errorf("status-only HTML stream sent %+v, want the status panel", f)
-			}
-		}
-		if len(frames) == 0 {
-			t.Error("status-only stream sent nothing")
-		}
-	case "queue":
-		if len(frames) == 0 || frames[0].Event != "reset" || frames[0].ID == "" || !strings.Contains(frames[0].Data, `id="queue-body"`) {
-			t.Errorf("got %+v, want the queue's reset first", frames)
-		}
-	case "denied", "signed-out":
-		says := map[string]string{"denied": "not available to you", "signed-out": "Log in again"}[what]
-		if len(frames) == 0 || frames[0].Event != "close" || !strings.Contains(frames[0].Data, says) {
-			t.Errorf("got %+v, want first the close event saying %q", frames, says)
-		}
-		if len(frames) != 1 || !ended {
-			t.Errorf("got %d frames (ended=%v), want the close event and the end", len(frames), ended)
-		}
-		for _, f := range frames {
-			// /streams names the run the request named, and no seq.
-			if f.ID != "" && f.ID != cell.run.ID.String()+":" {
-				t.Errorf("a refused stream sent an event with id %s", f.ID)
-			}
-		}
-		if cell.run != nil && (strings.Contains(all, narration) || strings.Contains(all, reason)) {
-			t.Errorf("a refused stream leaked the run: %+v", frames)
-		}
-	default:
-		t.Fatalf("bad stream expectation %q", what)
+	if !sawNarration || !sawTimeline {
+		t.Errorf("full access: narration delivered = %v, timeline delivered = %v, want both; frames: %+v", sawNarration, sawTimeline, frames)
 	}
+}
+
+// checkStatusOnlyStream checks that a status-only stream sent the run's
+// state and nothing of its narration or timeline.
+func checkStatusOnlyStream(t *testing.T, cell *mxCell, api bool, frames []testkit.SSEEvent) {
+	t.Helper()
+	all := framesData(frames)
+	if strings.Contains(all, cell.secrets.narration) || strings.Contains(all, "#timeline") || strings.Contains(all, "#narration") {
+		t.Errorf("status-only stream delivered narration or timeline: %+v", frames)
+	}
+	for _, f := range frames {
+		if api && (f.Event != "status" || !strings.Contains(f.Data, `"access":"status"`) || strings.Contains(f.Data, `"type"`)) {
+			t.Errorf("status-only JSON stream sent %+v, want event status with the run's state only", f)
+		}
+		if !api && f.Event == "" && !strings.Contains(f.Data, `id="run-status"`) {
+			t.Errorf("status-only HTML stream sent %+v, want the status panel", f)
+		}
+	}
+	if len(frames) == 0 {
+		t.Error("status-only stream sent nothing")
+	}
+}
+
+// checkRefusedStream checks that a refused stream (what is "denied" or
+// "signed-out") sent one close event saying why, then ended, and leaked
+// nothing of the run.
+func checkRefusedStream(t *testing.T, cell *mxCell, what string, frames []testkit.SSEEvent, ended bool) {
+	t.Helper()
+	says := map[string]string{"denied": "not available to you", "signed-out": "Log in again"}[what]
+	if len(frames) == 0 || frames[0].Event != "close" || !strings.Contains(frames[0].Data, says) {
+		t.Errorf("got %+v, want first the close event saying %q", frames, says)
+	}
+	if len(frames) != 1 || !ended {
+		t.Errorf("got %d frames (ended=%v), want the close event and the end", len(frames), ended)
+	}
+	for _, f := range frames {
+		// /streams names the run the request named, and no seq.
+		if f.ID != "" && f.ID != cell.run.ID.String()+":" {
+			t.Errorf("a refused stream sent an event with id %s", f.ID)
+		}
+	}
+	all := framesData(frames)
+	if cell.run != nil && (strings.Contains(all, cell.secrets.narration) || strings.Contains(all, cell.secrets.reason)) {
+		t.Errorf("a refused stream leaked the run: %+v", frames)
+	}
+}
+
+// framesData is every frame's data, one line each.
+func framesData(frames []testkit.SSEEvent) string {
+	var all strings.Builder
+	for _, f := range frames {
+		all.WriteString(f.Data + "\n")
+	}
+	return all.String()
 }
 
 // request is the cell's request: its method, path, body and headers.

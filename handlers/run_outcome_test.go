@@ -111,19 +111,7 @@ func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeCompleted, "Approved by an approver.")
 		wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCompleted, "Approved by you.")
 	})
-	t.Run("an answer belongs to its run", func(t *testing.T) {
-		first, second := o.startAwaiting(t), o.startAwaiting(t)
-		o.decide(t, o.approver, first.ID, "approve", nil)
-		if got := strings.TrimSpace(o.page(t, o.approver, second.ID).doc(t).Find("#decision-result").Text()); got != "" {
-			t.Errorf("another run's page shows %q", got)
-		}
-		if got := strings.TrimSpace(o.page(t, o.approver, first.ID).doc(t).Find("#decision-result").Text()); got != "You approved this refund." {
-			t.Errorf("the run's own page shows %q", got)
-		}
-		o.decide(t, o.customer, second.ID, "cancel", nil)
-		o.finished(t, first.ID, store.StateCompleted)
-		o.finished(t, second.ID, store.StateCanceled)
-	})
+	t.Run("an answer belongs to its run", o.checkAnswerBelongsToItsRun)
 	t.Run("declined", func(t *testing.T) {
 		if err := a.sim.SetFaults(payments.Faults{DeclineNext: 1}); err != nil {
 			t.Fatal(err)
@@ -134,61 +122,11 @@ func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeDeclined, "Not refunded")
 	})
 	t.Run("canceled by the customer", func(t *testing.T) {
-		run := o.startAwaiting(t)
-		o.decide(t, o.customer, run.ID, "cancel", nil)
-		o.finished(t, run.ID, store.StateCanceled)
-		// The first page after the form holds its answer: what happened,
-		// which the outcome does not contradict.
-		r := o.page(t, o.customer, run.ID)
-		if got := strings.TrimSpace(r.doc(t).Find("#decision-result").Text()); got != "You asked to cancel this run." {
-			t.Errorf("answer = %q", got)
-		}
-		wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by you.")
-		wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCanceled, "Canceled by "+customerName+" (the customer).")
+		o.checkCanceledByCustomer(t, customerName)
 	})
-	t.Run("canceled by an approver", func(t *testing.T) {
-		run := o.startAwaiting(t)
-		o.decide(t, o.approver, run.ID, "cancel", url.Values{"reason": {"duplicate of another request"}})
-		o.finished(t, run.ID, store.StateCanceled)
-		r := o.page(t, o.customer, run.ID)
-		wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by an approver.")
-		if text := r.doc(t).Find("#run").Text(); strings.Contains(text, "duplicate") || strings.Contains(text, "Canceled by you") {
-			t.Errorf("the customer's page shows the approver's reason or calls the cancel theirs:\n%s", squash(text))
-		}
-		r = o.page(t, o.approver, run.ID)
-		wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by you.")
-		if got := r.doc(t).Find(`#timeline li[data-type="cancel.requested"]`).Text(); !strings.Contains(got, "duplicate of another request") {
-			t.Errorf("the approver's timeline = %q, want the reason given", squash(got))
-		}
-	})
+	t.Run("canceled by an approver", o.checkCanceledByApprover)
 	t.Run("canceled too late", func(t *testing.T) {
-		if err := a.sim.SetFaults(payments.Faults{HoldAfterCommit: true}); err != nil {
-			t.Fatal(err)
-		}
-		run := o.startAwaiting(t)
-		o.decide(t, o.approver, run.ID, "approve", nil)
-		// Until the provider has it, a cancel still stops the money: wait for
-		// the provider's own ledger, not just our operation row.
-		testkit.WaitUntil(t, "the refund at the provider", 20*time.Second, func() bool {
-			return a.count(t, `SELECT count(*) FROM provider_refunds p JOIN operations o ON p.key = o.id::text
-                WHERE o.run_id = $1`, run.ID) > 0
-		})
-		// Once the provider may have the refund, the page offers no cancel
-		// and says why.
-		doc := o.page(t, o.customer, run.ID).doc(t)
-		if doc.Find("#cancel").Length() != 0 || !strings.Contains(doc.Find("#cancel-gone").Text(), "can no longer be canceled") {
-			t.Errorf("after the refund was sent: cancel offered %v, note %q", doc.Find("#cancel").Length() != 0, doc.Find("#cancel-gone").Text())
-		}
-		// A cancel sent anyway (an old tab, the API) is recorded, too late.
-		o.decide(t, o.customer, run.ID, "cancel", nil)
-		o.page(t, o.customer, run.ID) // takes the answer
-		if err := a.sim.SetFaults(payments.Faults{}); err != nil {
-			t.Fatal(err)
-		}
-		a.sim.Release()
-		o.finished(t, run.ID, store.StateCompleted)
-		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeCancelTooLate, "the cancel you asked for came after the refund")
-		wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCancelTooLate, "the cancel "+customerName+" (the customer) asked for")
+		o.checkCanceledTooLate(t, customerName)
 	})
 	t.Run("failed", func(t *testing.T) {
 		run := o.startAwaiting(t)
@@ -198,4 +136,91 @@ func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 		}
 		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeFailed, "Not refunded")
 	})
+}
+
+// checkAnswerBelongsToItsRun: the answer to a decision on one run is shown
+// on that run's page only.
+func (o *outcomeApp) checkAnswerBelongsToItsRun(t *testing.T) {
+	t.Helper()
+	first, second := o.startAwaiting(t), o.startAwaiting(t)
+	o.decide(t, o.approver, first.ID, "approve", nil)
+	if got := strings.TrimSpace(o.page(t, o.approver, second.ID).doc(t).Find("#decision-result").Text()); got != "" {
+		t.Errorf("another run's page shows %q", got)
+	}
+	if got := strings.TrimSpace(o.page(t, o.approver, first.ID).doc(t).Find("#decision-result").Text()); got != "You approved this refund." {
+		t.Errorf("the run's own page shows %q", got)
+	}
+	o.decide(t, o.customer, second.ID, "cancel", nil)
+	o.finished(t, first.ID, store.StateCompleted)
+	o.finished(t, second.ID, store.StateCanceled)
+}
+
+// checkCanceledByCustomer: a run the customer canceled says so, in each
+// viewer's words.
+func (o *outcomeApp) checkCanceledByCustomer(t *testing.T, customerName string) {
+	t.Helper()
+	run := o.startAwaiting(t)
+	o.decide(t, o.customer, run.ID, "cancel", nil)
+	o.finished(t, run.ID, store.StateCanceled)
+	// The first page after the form holds its answer: what happened,
+	// which the outcome does not contradict.
+	r := o.page(t, o.customer, run.ID)
+	if got := strings.TrimSpace(r.doc(t).Find("#decision-result").Text()); got != "You asked to cancel this run." {
+		t.Errorf("answer = %q", got)
+	}
+	wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by you.")
+	wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCanceled, "Canceled by "+customerName+" (the customer).")
+}
+
+// checkCanceledByApprover: a run an approver canceled says so, and the
+// approver's reason reaches the approver's timeline but not the customer.
+func (o *outcomeApp) checkCanceledByApprover(t *testing.T) {
+	t.Helper()
+	run := o.startAwaiting(t)
+	o.decide(t, o.approver, run.ID, "cancel", url.Values{"reason": {"duplicate of another request"}})
+	o.finished(t, run.ID, store.StateCanceled)
+	r := o.page(t, o.customer, run.ID)
+	wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by an approver.")
+	if text := r.doc(t).Find("#run").Text(); strings.Contains(text, "duplicate") || strings.Contains(text, "Canceled by you") {
+		t.Errorf("the customer's page shows the approver's reason or calls the cancel theirs:\n%s", squash(text))
+	}
+	r = o.page(t, o.approver, run.ID)
+	wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by you.")
+	if got := r.doc(t).Find(`#timeline li[data-type="cancel.requested"]`).Text(); !strings.Contains(got, "duplicate of another request") {
+		t.Errorf("the approver's timeline = %q, want the reason given", squash(got))
+	}
+}
+
+// checkCanceledTooLate: once the provider may have the refund, the page
+// offers no cancel, and a cancel sent anyway ends as cancel-too-late.
+func (o *outcomeApp) checkCanceledTooLate(t *testing.T, customerName string) {
+	t.Helper()
+	a := o.app
+	if err := a.sim.SetFaults(payments.Faults{HoldAfterCommit: true}); err != nil {
+		t.Fatal(err)
+	}
+	run := o.startAwaiting(t)
+	o.decide(t, o.approver, run.ID, "approve", nil)
+	// Until the provider has it, a cancel still stops the money: wait for
+	// the provider's own ledger, not just our operation row.
+	testkit.WaitUntil(t, "the refund at the provider", 20*time.Second, func() bool {
+		return a.count(t, `SELECT count(*) FROM provider_refunds p JOIN operations o ON p.key = o.id::text
+                WHERE o.run_id = $1`, run.ID) > 0
+	})
+	// Once the provider may have the refund, the page offers no cancel
+	// and says why.
+	doc := o.page(t, o.customer, run.ID).doc(t)
+	if doc.Find("#cancel").Length() != 0 || !strings.Contains(doc.Find("#cancel-gone").Text(), "can no longer be canceled") {
+		t.Errorf("after the refund was sent: cancel offered %v, note %q", doc.Find("#cancel").Length() != 0, doc.Find("#cancel-gone").Text())
+	}
+	// A cancel sent anyway (an old tab, the API) is recorded, too late.
+	o.decide(t, o.customer, run.ID, "cancel", nil)
+	o.page(t, o.customer, run.ID) // takes the answer
+	if err := a.sim.SetFaults(payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	a.sim.Release()
+	o.finished(t, run.ID, store.StateCompleted)
+	wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeCancelTooLate, "the cancel you asked for came after the refund")
+	wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCancelTooLate, "the cancel "+customerName+" (the customer) asked for")
 }

@@ -99,24 +99,9 @@ func TestEventsPage(t *testing.T) {
 	c := a.customerClient(t)
 	a.narrate(t, 1, 4) // seq 2..5
 	path := "/api/runs/" + a.run.ID.String() + "/events"
-
-	type page struct {
-		After  int64         `json:"after"`
-		Next   int64         `json:"next"`
-		More   bool          `json:"more"`
-		Events []store.Event `json:"events"`
-	}
-	get := func(t *testing.T, query string, status int) (page, map[string]json.RawMessage) {
+	get := func(t *testing.T, query string, status int) (eventsPage, map[string]json.RawMessage) {
 		t.Helper()
-		r := a.get(t, c, path+query)
-		wantStatus(t, r, status)
-		var p page
-		var raw map[string]json.RawMessage
-		if err := json.Unmarshal([]byte(r.body), &p); err != nil {
-			t.Fatal(err)
-		}
-		json.Unmarshal([]byte(r.body), &raw)
-		return p, raw
+		return getEventsPage(t, a.app, c, path+query, status)
 	}
 	t.Run("pages", func(t *testing.T) {
 		p, _ := get(t, "?after=1&limit=3", http.StatusOK)
@@ -151,27 +136,7 @@ func TestEventsPage(t *testing.T) {
 	}
 	t.Run("expired", func(t *testing.T) {
 		a.expire(t)
-		_, raw := get(t, "?after=1", http.StatusGone)
-		var snap struct {
-			Run struct {
-				ID    string `json:"id"`
-				State string `json:"state"`
-			} `json:"run"`
-			CoveringSeq  int64           `json:"covering_seq"`
-			ReplayFloor  int64           `json:"replay_floor"`
-			Operations   []any           `json:"operations"`
-			FinalMessage *string         `json:"final_message"`
-			Error        json.RawMessage `json:"error"`
-		}
-		b, _ := json.Marshal(raw)
-		json.Unmarshal(b, &snap)
-		if snap.Run.ID != a.run.ID.String() || snap.Run.State != store.StateCreated || snap.CoveringSeq != 5 || snap.ReplayFloor != 5 ||
-			!strings.Contains(string(snap.Error), store.CodeCursorExpired) {
-			t.Errorf("410 body = %s, want the snapshot (covering 5, floor 5) and cursor_expired", b)
-		}
-		if p, _ := get(t, "?after=5", http.StatusOK); p.Next != 5 {
-			t.Errorf("after the covering seq: %+v, want an empty page", p)
-		}
+		checkEventsExpired(t, a, get)
 	})
 	t.Run("status only: 403", func(t *testing.T) {
 		if err := a.store.SetGrant(context.Background(), a.customer.ID, store.GrantRefundAccess, false); err != nil {
@@ -185,4 +150,55 @@ func TestEventsPage(t *testing.T) {
 		a.login(t, other, "customer2@example.com")
 		wantStatus(t, a.get(t, other, path+"?after="+strconv.Itoa(0)), http.StatusNotFound)
 	})
+}
+
+// eventsPage is a page of GET /api/runs/{id}/events.
+type eventsPage struct {
+	After  int64         `json:"after"`
+	Next   int64         `json:"next"`
+	More   bool          `json:"more"`
+	Events []store.Event `json:"events"`
+}
+
+// getEventsPage gets path as c, wants status, and returns the body both as
+// a page and as its raw fields.
+func getEventsPage(t *testing.T, a *app, c *http.Client, path string, status int) (eventsPage, map[string]json.RawMessage) {
+	t.Helper()
+	r := a.get(t, c, path)
+	wantStatus(t, r, status)
+	var p eventsPage
+	var raw map[string]json.RawMessage
+	if err := json.Unmarshal([]byte(r.body), &p); err != nil {
+		t.Fatal(err)
+	}
+	json.Unmarshal([]byte(r.body), &raw)
+	return p, raw
+}
+
+// checkEventsExpired: once a's run's log has expired up to seq 5, a page
+// after seq 1 is a 410 carrying the snapshot and cursor_expired, and a page
+// after the covering seq is an empty page.
+func checkEventsExpired(t *testing.T, a *streamApp, get func(t *testing.T, query string, status int) (eventsPage, map[string]json.RawMessage)) {
+	t.Helper()
+	_, raw := get(t, "?after=1", http.StatusGone)
+	var snap struct {
+		Run struct {
+			ID    string `json:"id"`
+			State string `json:"state"`
+		} `json:"run"`
+		CoveringSeq  int64           `json:"covering_seq"`
+		ReplayFloor  int64           `json:"replay_floor"`
+		Operations   []any           `json:"operations"`
+		FinalMessage *string         `json:"final_message"`
+		Error        json.RawMessage `json:"error"`
+	}
+	b, _ := json.Marshal(raw)
+	json.Unmarshal(b, &snap)
+	if snap.Run.ID != a.run.ID.String() || snap.Run.State != store.StateCreated || snap.CoveringSeq != 5 || snap.ReplayFloor != 5 ||
+		!strings.Contains(string(snap.Error), store.CodeCursorExpired) {
+		t.Errorf("410 body = %s, want the snapshot (covering 5, floor 5) and cursor_expired", b)
+	}
+	if p, _ := get(t, "?after=5", http.StatusOK); p.Next != 5 {
+		t.Errorf("after the covering seq: %+v, want an empty page", p)
+	}
 }

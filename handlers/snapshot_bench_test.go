@@ -10,6 +10,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
+
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/store"
 )
@@ -28,70 +31,17 @@ func BenchmarkSnapshots500(b *testing.B) {
 	ctx := context.Background()
 	a := newApp(b, handlers.Config{})
 	run := a.startRun(b, "customer@example.com", 1)
-	for range 10 {
-		evs := make([]store.NewEvent, 50)
-		for i := range evs {
-			evs[i] = store.NewEvent{Type: store.EventNarrationDelta,
-				Payload: map[string]string{"text": "I checked the order: it was paid in full and delivered on time. "}}
-		}
-		if _, err := a.store.Append(ctx, run.ID, evs...); err != nil {
-			b.Fatal(err)
-		}
-	}
+	appendNarration(b, a, run.ID, 10, 50)
 	c := a.signedIn(b, "customer@example.com")
-	get := func(path string) error {
-		res, err := c.Get(a.srv.URL + path)
-		if err != nil {
-			return err
-		}
-		defer res.Body.Close()
-		if _, err := io.Copy(io.Discard, res.Body); err != nil {
-			return err
-		}
-		if res.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %d", path, res.StatusCode)
-		}
-		return nil
-	}
 	n := 0
-	bare := func() error {
-		tx, err := a.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
-		if err != nil {
-			return err
-		}
-		defer tx.Rollback()
-		r := map[string]any{}
-		if err := tx.QueryRowxContext(ctx, `SELECT * FROM runs WHERE id = $1`, run.ID).MapScan(r); err != nil {
-			return err
-		}
-		rows, err := tx.QueryContext(ctx, `SELECT run_id, seq, event_id, type, class, payload, created_at
-            FROM run_events WHERE run_id = $1 ORDER BY seq`, run.ID)
-		if err != nil {
-			return err
-		}
-		var evs []store.Event
-		for rows.Next() {
-			var e store.Event
-			if err := rows.Scan(&e.RunID, &e.Seq, &e.EventID, &e.Type, &e.Class, &e.Payload, &e.CreatedAt); err != nil {
-				rows.Close()
-				return err
-			}
-			evs = append(evs, e)
-		}
-		if err := rows.Err(); err != nil {
-			return err
-		}
-		n = len(evs)
-		return tx.Commit()
-	}
 	steps := []struct {
 		name string
 		do   func() error
 		took []time.Duration
 	}{
-		{name: "bare", do: bare},
-		{name: "page", do: func() error { return get("/runs/" + run.ID.String()) }},
-		{name: "api", do: func() error { return get("/api/runs/" + run.ID.String()) }},
+		{name: "bare", do: func() (err error) { n, err = bareSnapshot(ctx, a.db, run.ID); return err }},
+		{name: "page", do: func() error { return getAndDiscard(c, a.srv.URL+"/runs/"+run.ID.String()) }},
+		{name: "api", do: func() error { return getAndDiscard(c, a.srv.URL+"/api/runs/"+run.ID.String()) }},
 	}
 	i := 0
 	for b.Loop() {
@@ -108,14 +58,9 @@ func BenchmarkSnapshots500(b *testing.B) {
 	if n < 500 {
 		b.Fatalf("the bare transaction read %d events, want 500 or more", n)
 	}
-	q := func(d []time.Duration, p float64) float64 {
-		d = slices.Clone(d)
-		slices.Sort(d)
-		return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000
-	}
-	ref50, ref99 := q(steps[0].took, 0.5), q(steps[0].took, 0.99)
+	ref50, ref99 := quantileMs(steps[0].took, 0.5), quantileMs(steps[0].took, 0.99)
 	for _, s := range steps {
-		p50, p99 := q(s.took, 0.5), q(s.took, 0.99)
+		p50, p99 := quantileMs(s.took, 0.5), quantileMs(s.took, 0.99)
 		b.ReportMetric(p50, s.name+"_p50_ms")
 		b.ReportMetric(p99, s.name+"_p99_ms")
 		if s.name != "bare" {
@@ -123,4 +68,77 @@ func BenchmarkSnapshots500(b *testing.B) {
 			b.ReportMetric(p99/ref99, s.name+"/bare_p99")
 		}
 	}
+}
+
+// appendNarration appends batches of size narration deltas to run, batches
+// times.
+func appendNarration(tb testing.TB, a *app, run uuid.UUID, batches, size int) {
+	tb.Helper()
+	for range batches {
+		evs := make([]store.NewEvent, size)
+		for i := range evs {
+			evs[i] = store.NewEvent{Type: store.EventNarrationDelta,
+				Payload: map[string]string{"text": "I checked the order: it was paid in full and delivered on time. "}}
+		}
+		if _, err := a.store.Append(context.Background(), run, evs...); err != nil {
+			tb.Fatal(err)
+		}
+	}
+}
+
+// getAndDiscard gets url as c and reads the whole body; anything but a 200
+// is an error.
+func getAndDiscard(c *http.Client, url string) error {
+	res, err := c.Get(url)
+	if err != nil {
+		return err
+	}
+	defer res.Body.Close()
+	if _, err := io.Copy(io.Discard, res.Body); err != nil {
+		return err
+	}
+	if res.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %d", url, res.StatusCode)
+	}
+	return nil
+}
+
+// bareSnapshot is the reference a snapshot is timed against: REPEATABLE
+// READ, the run's row and all its events scanned, commit. It returns how
+// many events it read.
+func bareSnapshot(ctx context.Context, db *sqlx.DB, run uuid.UUID) (int, error) {
+	tx, err := db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return 0, err
+	}
+	defer tx.Rollback()
+	r := map[string]any{}
+	if err := tx.QueryRowxContext(ctx, `SELECT * FROM runs WHERE id = $1`, run).MapScan(r); err != nil {
+		return 0, err
+	}
+	rows, err := tx.QueryContext(ctx, `SELECT run_id, seq, event_id, type, class, payload, created_at
+            FROM run_events WHERE run_id = $1 ORDER BY seq`, run)
+	if err != nil {
+		return 0, err
+	}
+	var evs []store.Event
+	for rows.Next() {
+		var e store.Event
+		if err := rows.Scan(&e.RunID, &e.Seq, &e.EventID, &e.Type, &e.Class, &e.Payload, &e.CreatedAt); err != nil {
+			rows.Close()
+			return 0, err
+		}
+		evs = append(evs, e)
+	}
+	if err := rows.Err(); err != nil {
+		return 0, err
+	}
+	return len(evs), tx.Commit()
+}
+
+// quantileMs is the p-quantile of d, in milliseconds.
+func quantileMs(d []time.Duration, p float64) float64 {
+	d = slices.Clone(d)
+	slices.Sort(d)
+	return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000
 }

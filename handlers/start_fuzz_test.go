@@ -217,45 +217,55 @@ func FuzzDecodeStartBody(f *testing.F) {
 		}
 		// Each key once, spelled as the field is, and its value read as
 		// written: nothing decoded from another key than the one sent.
-		var want apiStartBody
-		dec := json.NewDecoder(bytes.NewReader(body))
-		_, _ = dec.Token() // {
-		seen := map[string]bool{}
-		for dec.More() {
-			tok, err := dec.Token()
-			if err != nil {
-				t.Fatalf("decodeJSON(%q) accepted it, but its keys do not read: %v", body, err)
-			}
-			key := tok.(string)
-			if seen[key] {
-				t.Fatalf("decodeJSON(%q) accepted the key %q twice", body, key)
-			}
-			seen[key] = true
-			var raw json.RawMessage
-			if err := dec.Decode(&raw); err != nil {
-				t.Fatalf("decodeJSON(%q) accepted it, but the value of %q does not read: %v", body, key, err)
-			}
-			var field any
-			switch key {
-			case "order_id":
-				field = &want.OrderID
-			case "amount":
-				field = &want.Amount
-			case "reason":
-				field = &want.Reason
-			default:
-				t.Fatalf("decodeJSON(%q) accepted the key %q, which is no field of the body", body, key)
-			}
-			if err := json.Unmarshal(raw, field); err != nil {
-				t.Fatalf("decodeJSON(%q) accepted %q: %s, which does not read as that field: %v", body, key, raw, err)
-			}
-		}
+		want := startBodyByKeys(t, body)
 		if b != want {
 			t.Fatalf("decodeJSON(%q) read %+v, want %+v", body, b, want)
 		}
 
 		checkStoreValidate(t, store.StartRequest{OwnerID: 1, ClientRequestID: "key", OrderID: b.OrderID, Amount: b.Amount, Reason: b.Reason})
 	})
+}
+
+// startBodyByKeys reads body, a JSON object decodeJSON accepted, key by
+// key, and fails unless each key is one of apiStartBody's field names, sent
+// once, with a value that reads as that field. It returns the fields so
+// read.
+func startBodyByKeys(t *testing.T, body []byte) apiStartBody {
+	t.Helper()
+	var want apiStartBody
+	dec := json.NewDecoder(bytes.NewReader(body))
+	_, _ = dec.Token() // {
+	seen := map[string]bool{}
+	for dec.More() {
+		tok, err := dec.Token()
+		if err != nil {
+			t.Fatalf("decodeJSON(%q) accepted it, but its keys do not read: %v", body, err)
+		}
+		key := tok.(string)
+		if seen[key] {
+			t.Fatalf("decodeJSON(%q) accepted the key %q twice", body, key)
+		}
+		seen[key] = true
+		var raw json.RawMessage
+		if err := dec.Decode(&raw); err != nil {
+			t.Fatalf("decodeJSON(%q) accepted it, but the value of %q does not read: %v", body, key, err)
+		}
+		var field any
+		switch key {
+		case "order_id":
+			field = &want.OrderID
+		case "amount":
+			field = &want.Amount
+		case "reason":
+			field = &want.Reason
+		default:
+			t.Fatalf("decodeJSON(%q) accepted the key %q, which is no field of the body", body, key)
+		}
+		if err := json.Unmarshal(raw, field); err != nil {
+			t.Fatalf("decodeJSON(%q) accepted %q: %s, which does not read as that field: %v", body, key, raw, err)
+		}
+	}
+	return want
 }
 
 // checkStoreValidate holds store.StartRequest.Validate to what PostgreSQL

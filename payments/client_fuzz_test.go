@@ -16,39 +16,7 @@ import (
 // outside 2xx–5xx, and a lookup's 404 that is not the provider's own
 // not_found. Only those may turn a run "verifying" rather than "failed".
 func FuzzReadReceipt(f *testing.F) {
-	const receipt = `{"key":"op-1","ref":"re_x","status":"succeeded","order_ref":"order-1","amount":1250,"currency":"EUR","created_at":"2026-01-01T00:00:00Z"}`
-	for _, s := range []struct {
-		lookup bool
-		status uint16
-		body   string
-	}{
-		{false, 201, receipt},
-		{true, 200, receipt},
-		{true, 200, `{"key":"op-1","ref":"re_y","status":"failed","failure_reason":"declined by the card issuer"}`},
-		{false, 200, `{"key":`},
-		{false, 200, `{"key":"op-2","ref":"re_x","status":"succeeded"}`},
-		{false, 200, `{"key":"op-1","ref":"re_x","status":"succeeded","amount":"12.50"}`},
-		{false, 200, `null`},
-		{false, 204, ``},
-		{false, 200, `{"error":{"code":"internal","message":"m"}}`},
-		{false, 400, `{"error":{"code":"invalid_amount","message":"m"}}`},
-		{false, 404, `404 page not found`},
-		{false, 404, `{"error":{"code":"not_found","message":"m"}}`},
-		{true, 404, `{"error":{"code":"not_found","message":"m"}}`},
-		{true, 404, `404 page not found`},
-		{true, 404, `{"error":{"code":"NOT_FOUND"}}`},
-		{false, 408, ``},
-		{true, 409, `{"error":{"code":"in_flight","message":"m"}}`},
-		{false, 422, `{"error":{"code":"idempotency_mismatch","message":"m"}}`},
-		{false, 429, ``},
-		{false, 500, `{"error":{"code":"internal","message":"m"}}`},
-		{false, 502, `<html>bad gateway</html>`},
-		{true, 503, `{"error":{"code":"unavailable","message":"m"}}`},
-		{false, 504, ``},
-		{false, 302, ``},
-		{true, 100, receipt},
-		{false, 999, receipt},
-	} {
+	for _, s := range receiptSeeds {
 		f.Add(s.lookup, s.status, []byte(s.body))
 	}
 	f.Fuzz(func(t *testing.T, lookup bool, status uint16, body []byte) {
@@ -63,18 +31,7 @@ func FuzzReadReceipt(f *testing.F) {
 		rc, err := readReceipt(op, key, code, body)
 
 		if err == nil {
-			if code/100 != 2 || rc.Key != key || (rc.Status != StatusSucceeded && rc.Status != StatusFailed) || rc.Ref == "" {
-				t.Fatalf("%s %d %q = %+v, nil; want an error unless it is a 2xx with a receipt for %q with an outcome and a reference", op, code, body, rc, key)
-			}
-			var want Receipt
-			if json.Unmarshal(body, &want) != nil || !want.CreatedAt.Equal(rc.CreatedAt) {
-				t.Fatalf("%s %d %q = %+v; want the receipt as sent, %+v", op, code, body, rc, want)
-			}
-			// Times from one offset carry distinct *Location values.
-			want.CreatedAt = rc.CreatedAt
-			if want != rc {
-				t.Fatalf("%s %d %q = %+v; want the receipt as sent, %+v", op, code, body, rc, want)
-			}
+			checkReceiptAsSent(t, op, key, code, body, rc)
 			return
 		}
 
@@ -89,26 +46,7 @@ func FuzzReadReceipt(f *testing.F) {
 			Error struct{ Code, Message string }
 		}
 		provider := json.Unmarshal(body, &eb) == nil
-		wantKind := ErrUncertain
-		switch {
-		case code/100 == 2:
-			// Committed, perhaps: a receipt we cannot read says not what.
-		case code == http.StatusNotFound && lookup && provider && eb.Error.Code == CodeNotFound:
-			wantKind = ErrNotFound
-		case code == http.StatusNotFound && !lookup:
-			wantKind = ErrInvalid
-		case code == http.StatusNotFound:
-			// A lookup's 404 from a proxy or a wrong URL says nothing.
-		case code == http.StatusConflict:
-			wantKind = ErrInFlight
-		case code == http.StatusUnprocessableEntity:
-			wantKind = ErrMismatch
-		case code == http.StatusServiceUnavailable, code == http.StatusTooManyRequests:
-			wantKind = ErrUnavailable
-		case code == http.StatusRequestTimeout:
-		case code/100 == 4:
-			wantKind = ErrInvalid
-		}
+		wantKind := receiptErrorKind(code, lookup, provider && eb.Error.Code == CodeNotFound)
 		if !errors.Is(err, wantKind) {
 			t.Errorf("%s %d %q = %v; want kind %v", op, code, body, err, wantKind)
 		}
@@ -120,4 +58,89 @@ func FuzzReadReceipt(f *testing.F) {
 			t.Errorf("%s %d %q: code %q, message %q; want the provider's %q, %q", op, code, body, e.Code, e.Message, eb.Error.Code, eb.Error.Message)
 		}
 	})
+}
+
+// receiptSeeds are the fuzz's seed answers: a refund's or a lookup's
+// status and body.
+var receiptSeeds = []struct {
+	lookup bool
+	status uint16
+	body   string
+}{
+	{false, 201, seedReceipt},
+	{true, 200, seedReceipt},
+	{true, 200, `{"key":"op-1","ref":"re_y","status":"failed","failure_reason":"declined by the card issuer"}`},
+	{false, 200, `{"key":`},
+	{false, 200, `{"key":"op-2","ref":"re_x","status":"succeeded"}`},
+	{false, 200, `{"key":"op-1","ref":"re_x","status":"succeeded","amount":"12.50"}`},
+	{false, 200, `null`},
+	{false, 204, ``},
+	{false, 200, `{"error":{"code":"internal","message":"m"}}`},
+	{false, 400, `{"error":{"code":"invalid_amount","message":"m"}}`},
+	{false, 404, `404 page not found`},
+	{false, 404, `{"error":{"code":"not_found","message":"m"}}`},
+	{true, 404, `{"error":{"code":"not_found","message":"m"}}`},
+	{true, 404, `404 page not found`},
+	{true, 404, `{"error":{"code":"NOT_FOUND"}}`},
+	{false, 408, ``},
+	{true, 409, `{"error":{"code":"in_flight","message":"m"}}`},
+	{false, 422, `{"error":{"code":"idempotency_mismatch","message":"m"}}`},
+	{false, 429, ``},
+	{false, 500, `{"error":{"code":"internal","message":"m"}}`},
+	{false, 502, `<html>bad gateway</html>`},
+	{true, 503, `{"error":{"code":"unavailable","message":"m"}}`},
+	{false, 504, ``},
+	{false, 302, ``},
+	{true, 100, seedReceipt},
+	{false, 999, seedReceipt},
+}
+
+// seedReceipt is a provider's receipt for the key op-1.
+const seedReceipt = `{"key":"op-1","ref":"re_x","status":"succeeded","order_ref":"order-1","amount":1250,"currency":"EUR","created_at":"2026-01-01T00:00:00Z"}`
+
+// checkReceiptAsSent holds a receipt read without error to the rule: a 2xx
+// with a receipt for key, with an outcome and a reference, read as sent.
+func checkReceiptAsSent(t *testing.T, op, key string, code int, body []byte, rc Receipt) {
+	t.Helper()
+	if code/100 != 2 || rc.Key != key || (rc.Status != StatusSucceeded && rc.Status != StatusFailed) || rc.Ref == "" {
+		t.Fatalf("%s %d %q = %+v, nil; want an error unless it is a 2xx with a receipt for %q with an outcome and a reference", op, code, body, rc, key)
+	}
+	var want Receipt
+	if json.Unmarshal(body, &want) != nil || !want.CreatedAt.Equal(rc.CreatedAt) {
+		t.Fatalf("%s %d %q = %+v; want the receipt as sent, %+v", op, code, body, rc, want)
+	}
+	// Times from one offset carry distinct *Location values.
+	want.CreatedAt = rc.CreatedAt
+	if want != rc {
+		t.Fatalf("%s %d %q = %+v; want the receipt as sent, %+v", op, code, body, rc, want)
+	}
+}
+
+// receiptErrorKind is the kind of error an answer with status code that is
+// not a readable receipt must give: providerNotFound says its body is the
+// provider's own not_found error.
+func receiptErrorKind(code int, lookup, providerNotFound bool) error {
+	switch {
+	case code/100 == 2:
+		// Committed, perhaps: a receipt we cannot read says not what.
+		return ErrUncertain
+	case code == http.StatusNotFound && lookup && providerNotFound:
+		return ErrNotFound
+	case code == http.StatusNotFound && !lookup:
+		return ErrInvalid
+	case code == http.StatusNotFound:
+		// A lookup's 404 from a proxy or a wrong URL says nothing.
+		return ErrUncertain
+	case code == http.StatusConflict:
+		return ErrInFlight
+	case code == http.StatusUnprocessableEntity:
+		return ErrMismatch
+	case code == http.StatusServiceUnavailable, code == http.StatusTooManyRequests:
+		return ErrUnavailable
+	case code == http.StatusRequestTimeout:
+		return ErrUncertain
+	case code/100 == 4:
+		return ErrInvalid
+	}
+	return ErrUncertain
 }
