@@ -31,8 +31,7 @@ func BenchmarkSnapshots500(b *testing.B) {
 	for range 10 {
 		evs := make([]store.NewEvent, 50)
 		for i := range evs {
-			evs[i] = store.NewEvent{Type: store.EventNarrationDelta,
-				Payload: map[string]string{"text": "I checked the order: it was paid in full and delivered on time. "}}
+			evs[i] = store.EventOf(store.NarrationDelta{Text: "I checked the order: it was paid in full and delivered on time. "})
 		}
 		if _, err := a.store.Append(ctx, run.ID, evs...); err != nil {
 			b.Fatal(err)
