@@ -31,7 +31,7 @@ func cliRun(t *testing.T) (*store.Store, *store.Run) {
 		t.Fatal(err)
 	}
 	for range 3 {
-		if _, err := st.Append(ctx, r.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "hi "}}); err != nil {
+		if _, err := st.Append(ctx, r.ID, store.EventOf(store.NarrationDelta{Text: "hi "})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -149,7 +149,7 @@ func TestEvents_Follow(t *testing.T) {
 	}
 	// Appended after the command caught up: it must print them as they commit.
 	for range 2 {
-		if _, err := st.Append(context.Background(), r.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+		if _, err := st.Append(context.Background(), r.ID, store.EventOf(store.NarrationDelta{})); err != nil {
 			t.Fatal(err)
 		}
 	}

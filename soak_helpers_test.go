@@ -517,10 +517,7 @@ func (w *watcher) apply(msg testkit.SSEEvent, last *int64) bool {
 // coalescedFrom is the first seq an event covers: a slow subscriber gets
 // runs of narration merged into one delta numbered as the last of them.
 func coalescedFrom(ev store.Event) int64 {
-	var p struct {
-		CoalescedFrom int64 `json:"coalesced_from"`
-	}
-	if ev.Type == store.EventNarrationDelta && json.Unmarshal(ev.Payload, &p) == nil && p.CoalescedFrom > 0 {
+	if p, err := store.PayloadOf[store.NarrationDelta](ev); err == nil && p.CoalescedFrom > 0 {
 		return p.CoalescedFrom
 	}
 	return ev.Seq

@@ -2,7 +2,6 @@ package agent_test
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 	"time"
@@ -54,8 +53,8 @@ func TestExecutor_TakeoverStartsTheNarrationAfresh(t *testing.T) {
 		if ev.Type != store.EventNarrationDelta {
 			continue
 		}
-		var pl struct{ Text string }
-		if err := json.Unmarshal(ev.Payload, &pl); err != nil {
+		pl, err := store.PayloadOf[store.NarrationDelta](ev)
+		if err != nil {
 			t.Fatal(err)
 		}
 		all.WriteString(pl.Text)

@@ -284,7 +284,7 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 	}
 	switch run.State {
 	case store.StateCreated:
-		_, err := e.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.NewEvent{Type: store.EventRunPlanning})
+		_, err := e.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
 		return 0, false, ignoreDone(err)
 	case store.StatePlanning:
 		return 0, false, e.plan(ctx, run)
@@ -325,14 +325,14 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 		Reason: run.Reason, NeedsOK: needsOK}); err != nil {
 		return err
 	}
-	proposal := map[string]any{"action": "refund", "order_id": order.ID, "amount": run.Amount, "currency": run.Currency}
+	proposal := store.ActionProposed{Action: "refund", OrderID: order.ID, Amount: run.Amount, Currency: run.Currency}
 	if needsOK {
 		_, err := e.store.RequestApproval(ctx, run.ID, proposal)
 		return ignoreDone(err)
 	}
 	_, err = e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,
-		store.NewEvent{Type: store.EventActionProposed, Payload: proposal},
-		store.NewEvent{Type: store.EventApprovalGranted, Payload: map[string]any{"by": "policy"}})
+		store.EventOf(proposal),
+		store.EventOf(store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{Policy: true}}}))
 	return ignoreDone(err)
 }
 
@@ -545,7 +545,7 @@ func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store
 	var extra []store.NewEvent
 	if r.CancelRequested() {
 		msg = "The cancel arrived too late: the refund had already reached the payment provider. " + msg
-		extra = append(extra, store.NewEvent{Type: store.EventCancelTooLate, Payload: map[string]any{"operation_id": op.ID}})
+		extra = append(extra, store.EventOf(store.CancelTooLatePayload{OperationID: op.ID}))
 	}
 	_, err = e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)
 	return ignoreDone(err)

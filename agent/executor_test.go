@@ -436,7 +436,7 @@ func TestNarration_ChunkedNotPerToken(t *testing.T) {
 	}
 	var text strings.Builder
 	for _, p := range payloads {
-		var d struct{ Text string }
+		var d store.NarrationDelta
 		if err := json.Unmarshal(p, &d); err != nil {
 			t.Fatal(err)
 		}

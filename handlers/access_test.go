@@ -132,7 +132,7 @@ func TestLogout_CopiedCookieIsWorthless(t *testing.T) {
 // decision.
 func (a *app) pendingRun(t *testing.T) *store.Run {
 	t.Helper()
-	run, err := a.store.RequestApproval(context.Background(), a.startRun(t, "customer@example.com", 100).ID, nil)
+	run, err := a.store.RequestApproval(context.Background(), a.startRun(t, "customer@example.com", 100).ID, store.ActionProposed{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -337,17 +337,16 @@ func mxRunCell(eventType string, askApproval bool) mxCellFunc {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if _, err := m.store.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta,
-			Payload: map[string]string{"text": c.secrets.narration + " "}}); err != nil {
+		if _, err := m.store.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: c.secrets.narration + " "})); err != nil {
 			t.Fatal(err)
 		}
 		// The last event is a business one, so status-only streams reach it.
 		if askApproval {
 			c.timeline = store.EventApprovalRequested
-			run, err = m.store.RequestApproval(ctx, run.ID, map[string]any{"amount": 1})
+			run, err = m.store.RequestApproval(ctx, run.ID, store.ActionProposed{Amount: 1})
 		} else {
 			c.timeline = store.EventRunPlanning
-			run, err = m.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.NewEvent{Type: store.EventRunPlanning})
+			run, err = m.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
 		}
 		if err != nil {
 			t.Fatal(err)

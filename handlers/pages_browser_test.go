@@ -187,14 +187,14 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	}
 	narrate := func(run *store.Run, text string) {
 		t.Helper()
-		_, err := a.store.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}})
+		_, err := a.store.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: text}))
 		must(err)
 	}
 
 	done := start("customer@example.com", "Trail running shoes", 12999, "The soles came apart after two runs.")
 	narrate(done, "I'm looking at order #1: trail running shoes, €129.99, paid in full. ")
 	narrate(done, "A full refund is within policy, but at this amount an approver decides.")
-	_, err := a.store.RequestApproval(ctx, done.ID, map[string]any{"action": "refund", "order_id": done.OrderID, "amount": done.Amount, "currency": done.Currency})
+	_, err := a.store.RequestApproval(ctx, done.ID, store.ActionProposed{Action: "refund", OrderID: done.OrderID, Amount: done.Amount, Currency: done.Currency})
 	must(err)
 	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), done.ID, approver.ID)
 	must(err)
@@ -215,7 +215,7 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 
 	waiting := start("customer2@example.com", "Espresso machine", 34900, "It arrived with a cracked water tank.")
 	narrate(waiting, "The order was paid in full; the amount needs an approver.")
-	_, err = a.store.RequestApproval(ctx, waiting.ID, map[string]any{"action": "refund", "order_id": waiting.OrderID, "amount": waiting.Amount, "currency": waiting.Currency})
+	_, err = a.store.RequestApproval(ctx, waiting.ID, store.ActionProposed{Action: "refund", OrderID: waiting.OrderID, Amount: waiting.Amount, Currency: waiting.Currency})
 	must(err)
 	start("customer@example.com", "Water bottle", 1599, "It leaks.")
 
@@ -247,7 +247,7 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](live, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the list's stream did not open: %v", err)
 	}
-	if _, err := a.store.RequestApproval(context.Background(), run.ID, nil); err != nil {
+	if _, err := a.store.RequestApproval(context.Background(), run.ID, store.ActionProposed{}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'awaiting approval'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {

@@ -32,7 +32,7 @@ func (a *app) queued(t testing.TB, email string, amount int64) *store.Run {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proposal := map[string]any{"action": "refund", "order_id": run.OrderID, "amount": amount, "currency": run.Currency}
+	proposal := store.ActionProposed{Action: "refund", OrderID: run.OrderID, Amount: amount, Currency: run.Currency}
 	if run, err = a.store.RequestApproval(context.Background(), run.ID, proposal); err != nil {
 		t.Fatal(err)
 	}

@@ -224,8 +224,7 @@ func (b *browserApp) stored(t *testing.T, runID uuid.UUID) dbState {
 	for _, ev := range snap.Events {
 		switch {
 		case ev.Type == store.EventNarrationDelta && prog.ShowsNarration(ev):
-			var p struct{ Text string }
-			json.Unmarshal(ev.Payload, &p)
+			p, _ := store.PayloadOf[store.NarrationDelta](ev)
 			texts = append(texts, p.Text)
 		case ev.Class == store.ClassBusiness:
 			d.business = append(d.business, ev.Seq)

@@ -77,8 +77,7 @@ func appendNarration(tb testing.TB, a *app, run uuid.UUID, batches, size int) {
 	for range batches {
 		evs := make([]store.NewEvent, size)
 		for i := range evs {
-			evs[i] = store.NewEvent{Type: store.EventNarrationDelta,
-				Payload: map[string]string{"text": "I checked the order: it was paid in full and delivered on time. "}}
+			evs[i] = store.EventOf(store.NarrationDelta{Text: "I checked the order: it was paid in full and delivered on time. "})
 		}
 		if _, err := a.store.Append(context.Background(), run, evs...); err != nil {
 			tb.Fatal(err)

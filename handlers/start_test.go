@@ -276,7 +276,7 @@ func TestHome_ApprovalQueue(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	waiting := a.startRun(t, "customer@example.com", 1000)
 	other := a.startRun(t, "customer2@example.com", 1000)
-	if _, err := a.store.RequestApproval(context.Background(), waiting.ID, nil); err != nil {
+	if _, err := a.store.RequestApproval(context.Background(), waiting.ID, store.ActionProposed{}); err != nil {
 		t.Fatal(err)
 	}
 	c := a.client(t)

@@ -61,7 +61,7 @@ func (a *streamApp) narrate(t testing.TB, first, n int) {
 	t.Helper()
 	evs := make([]store.NewEvent, 0, n)
 	for i := first; i < first+n; i++ {
-		evs = append(evs, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": fmt.Sprintf("w%d ", i)}})
+		evs = append(evs, store.EventOf(store.NarrationDelta{Text: fmt.Sprintf("w%d ", i)}))
 	}
 	if _, err := a.store.Append(context.Background(), a.run.ID, evs...); err != nil {
 		t.Fatal(err)
@@ -289,7 +289,7 @@ func TestStream_AppendsRaceTheHandOver(t *testing.T) {
 		for i := range batches {
 			evs := make([]store.NewEvent, perBatch)
 			for j := range evs {
-				evs[j] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": fmt.Sprint(i, j)}}
+				evs[j] = store.EventOf(store.NarrationDelta{Text: fmt.Sprint(i, j)})
 			}
 			if _, err := a.store.Append(context.Background(), a.run.ID, evs...); err != nil {
 				t.Error(err)
@@ -593,7 +593,7 @@ func TestStream_SlowReader(t *testing.T) {
 		for range 100 {
 			evs := make([]store.NewEvent, 50)
 			for i := range evs {
-				evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": big}}
+				evs[i] = store.EventOf(store.NarrationDelta{Text: big})
 			}
 			if _, err := st.Append(ctx, a.run.ID, evs...); err != nil {
 				t.Error(err)
@@ -733,7 +733,7 @@ func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
 	for i := range n {
 		text := fmt.Sprintf("%d:%s ", i, big)
 		want.WriteString(text)
-		evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}}
+		evs[i] = store.EventOf(store.NarrationDelta{Text: text})
 	}
 	if _, err := st.Append(ctx, a.run.ID, evs...); err != nil {
 		t.Fatal(err)
@@ -763,8 +763,7 @@ func TestStream_SlowClientGetsCoalescedNarration(t *testing.T) {
 				t.Fatalf("seq %d (id %s) after %d", e.Seq, ev.ID, last)
 			}
 			last = e.Seq
-			var p struct{ Text string }
-			json.Unmarshal(e.Payload, &p)
+			p, _ := store.PayloadOf[store.NarrationDelta](e)
 			got.WriteString(p.Text)
 			messages++
 		case <-timeout:

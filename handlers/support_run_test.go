@@ -79,11 +79,11 @@ func (a *app) supportRun(t *testing.T) *store.Run {
 	t.Helper()
 	ctx := context.Background()
 	run := a.startRun(t, "customer@example.com", 500)
-	if _, err := a.store.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "Looking at order. "}},
-		store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "Asking an approver."}}); err != nil {
+	if _, err := a.store.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: "Looking at order. "}),
+		store.EventOf(store.NarrationDelta{Text: "Asking an approver."})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.RequestApproval(ctx, run.ID, map[string]any{"amount": 500, "currency": "EUR"}); err != nil {
+	if _, err := a.store.RequestApproval(ctx, run.ID, store.ActionProposed{Amount: 500, Currency: "EUR"}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID); err != nil {

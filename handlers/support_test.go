@@ -17,7 +17,7 @@ func TestSupportRuns(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	first := a.startRun(t, "customer@example.com", 100)
 	second := a.startRun(t, "customer2@example.com", 100)
-	if _, err := a.store.RequestApproval(context.Background(), second.ID, nil); err != nil {
+	if _, err := a.store.RequestApproval(context.Background(), second.ID, store.ActionProposed{}); err != nil {
 		t.Fatal(err)
 	}
 	c := a.client(t)

@@ -87,7 +87,7 @@ func TestBrowser_TenTabsShareOneStream(t *testing.T) {
 	}
 	for i, r := range runs {
 		if _, err := a.store.Append(context.Background(), r.ID,
-			store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": fmt.Sprintf("tab%d ", i+1)}}); err != nil {
+			store.EventOf(store.NarrationDelta{Text: fmt.Sprintf("tab%d ", i+1)})); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -161,7 +161,7 @@ func TestAudit_RecordsWhoWhatAndWhere(t *testing.T) {
 	}
 	approved, canceled := f.start(t, "a", 100), f.start(t, "b", 100)
 	for _, r := range []*store.Run{approved, canceled} {
-		if _, err := s.RequestApproval(context.Background(), r.ID, nil); err != nil {
+		if _, err := s.RequestApproval(context.Background(), r.ID, store.ActionProposed{}); err != nil {
 			t.Fatal(err)
 		}
 	}

@@ -22,7 +22,7 @@ func TestBeginAttempt_CountsPerStep(t *testing.T) {
 	run := f.start(t, uuid.NewString(), 100)
 	say := func(text string) {
 		t.Helper()
-		if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": text}}); err != nil {
+		if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: text})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -70,7 +70,7 @@ func TestDecisions_RecordWhoDecided(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	run := f.start(t, uuid.NewString(), 100)
-	if _, err := f.s.RequestApproval(ctx, run.ID, map[string]any{"amount": 100}); err != nil {
+	if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{Amount: 100}); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.s.ApproveBecause(ctx, run.ID, f.approver.ID, strings.Repeat("x", store.MaxDecisionReasonLen+1)); store.ErrorCode(err) != store.CodeInvalid {

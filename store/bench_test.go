@@ -40,7 +40,7 @@ var benchClients = []int{1, 4, 8}
 
 // benchNarration is the payload of every appended event: one narration delta
 // of realistic size (the pgbench script inserts the same JSON).
-var benchNarration = map[string]string{"text": "I checked the order: it was paid in full and delivered on time. "}
+var benchNarration = store.NarrationDelta{Text: "I checked the order: it was paid in full and delivered on time. "}
 
 var benchSeq atomic.Int64
 
@@ -165,7 +165,7 @@ func processCPU() time.Duration {
 func BenchmarkAppend_HotRun(b *testing.B) {
 	e := newBenchEnv(b)
 	run := e.startRuns(b, 1)[0]
-	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+	ev := store.EventOf(benchNarration)
 	for _, c := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
 			runClients(b, c, func(*rand.Rand) error {
@@ -181,7 +181,7 @@ func BenchmarkAppend_HotRun(b *testing.B) {
 func BenchmarkAppend_Spread1000Runs(b *testing.B) {
 	e := newBenchEnv(b)
 	runs := e.startRuns(b, 1000)
-	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+	ev := store.EventOf(benchNarration)
 	for _, c := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
 			runClients(b, c, func(rng *rand.Rand) error {
@@ -208,7 +208,7 @@ func benchMutate(e *benchEnv, run uuid.UUID, ev store.NewEvent) error {
 func BenchmarkMutate_HotRun(b *testing.B) {
 	e := newBenchEnv(b)
 	run := e.startRuns(b, 1)[0]
-	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+	ev := store.EventOf(benchNarration)
 	for _, c := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
 			runClients(b, c, func(*rand.Rand) error { return benchMutate(e, run, ev) })
@@ -221,7 +221,7 @@ func BenchmarkMutate_HotRun(b *testing.B) {
 func BenchmarkMutate_Spread1000Runs(b *testing.B) {
 	e := newBenchEnv(b)
 	runs := e.startRuns(b, 1000)
-	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+	ev := store.EventOf(benchNarration)
 	for _, c := range benchClients {
 		b.Run(fmt.Sprintf("clients=%d", c), func(b *testing.B) {
 			runClients(b, c, func(rng *rand.Rand) error { return benchMutate(e, runs[rng.IntN(len(runs))], ev) })
@@ -238,7 +238,7 @@ func BenchmarkReplay10k(b *testing.B) {
 	run := e.startRuns(b, 1)[0]
 	evs := make([]store.NewEvent, batch)
 	for i := range evs {
-		evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
+		evs[i] = store.EventOf(benchNarration)
 	}
 	for n := 1; n < total; n += batch { // run.created is seq 1
 		k := min(batch, total-n)
@@ -282,14 +282,14 @@ func BenchmarkSnapshot(b *testing.B) {
 		}
 	}
 	_, _, err := e.s.Mutate(ctx, run, func(_ *sqlx.Tx, _ *store.Run) (string, []store.NewEvent, error) {
-		return store.StatePlanning, []store.NewEvent{{Type: store.EventRunPlanning}}, nil
+		return store.StatePlanning, []store.NewEvent{store.EventOf(store.RunPlanning{})}, nil
 	})
 	must(err)
 	for range 40 {
-		_, err := e.s.Append(ctx, run, store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration})
+		_, err := e.s.Append(ctx, run, store.EventOf(benchNarration))
 		must(err)
 	}
-	_, err = e.s.RequestApproval(ctx, run, map[string]any{"action": "refund", "amount": 1, "currency": "EUR"})
+	_, err = e.s.RequestApproval(ctx, run, store.ActionProposed{Action: "refund", Amount: 1, Currency: "EUR"})
 	must(err)
 	_, err = e.s.Approve(ctx, run, e.approver.ID)
 	must(err)
@@ -327,8 +327,8 @@ func BenchmarkSnapshot(b *testing.B) {
 func BenchmarkNarration(b *testing.B) {
 	e := newBenchEnv(b)
 	runs := e.startRuns(b, 1000)
-	ev := store.NewEvent{Type: store.EventNarrationDelta, Payload: benchNarration}
-	text := benchNarration["text"]
+	ev := store.EventOf(benchNarration)
+	text := benchNarration.Text
 	for _, c := range []int{8, 64, 256} {
 		b.Run(fmt.Sprintf("durable/clients=%d", c), func(b *testing.B) {
 			runClients(b, c, func(rng *rand.Rand) error {

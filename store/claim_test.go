@@ -42,7 +42,7 @@ func TestReleaseRun_OwnEventsKeepTheBackoff(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	r := f.claimed(t)
-	if _, err := f.s.Append(ctx, r.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "trying again "}}); err != nil {
+	if _, err := f.s.Append(ctx, r.ID, store.EventOf(store.NarrationDelta{Text: "trying again "})); err != nil {
 		t.Fatal(err)
 	}
 	if err := f.s.ReleaseRun(ctx, r.ID, "w", r.LastSeq, time.Hour); err != nil {

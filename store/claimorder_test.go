@@ -75,7 +75,7 @@ func TestClaimNext_ApprovedBeforeOlderNewRuns(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	approved := f.start(t, "approved", 100)
-	if _, err := f.s.RequestApproval(ctx, approved.ID, map[string]any{"amount": 100}); err != nil {
+	if _, err := f.s.RequestApproval(ctx, approved.ID, store.ActionProposed{Amount: 100}); err != nil {
 		t.Fatal(err)
 	}
 	var older []uuid.UUID

@@ -3,10 +3,8 @@ package store
 import (
 	"context"
 	"database/sql"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 	"unicode/utf8"
 
@@ -30,7 +28,7 @@ const approvalColumns = `id, run_id, requested_at, decision, decided_by, decided
 // RequestApproval records the agent's proposal and asks for a decision: the
 // run moves to awaiting_approval with action.proposed and
 // approval.requested. A second request for the same run is ErrAlreadyDone.
-func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal map[string]any) (*Run, error) {
+func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal ActionProposed) (*Run, error) {
 	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
 		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (run_id) VALUES ($1) ON CONFLICT (run_id) DO NOTHING`, r.ID)
 		if err != nil {
@@ -44,8 +42,8 @@ func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal m
 			return "", nil, ErrAlreadyDone
 		}
 		return StateAwaitingApproval, []NewEvent{
-			{Type: EventActionProposed, Payload: proposal},
-			{Type: EventApprovalRequested},
+			EventOf(proposal),
+			EventOf(ApprovalRequested{}),
 		}, nil
 	})
 	return run, err
@@ -97,43 +95,40 @@ type Decider struct {
 // MaxDecisionReasonLen bounds the reason a person may give for a decision.
 const MaxDecisionReasonLen = 500
 
-// deciderPayload is the part of a decision event's payload that names who
-// decided: by is the user's ID, or "policy".
-type deciderPayload struct {
-	By     json.RawMessage `json:"by"`
-	ByRole string          `json:"by_role,omitempty"`
-	ByName string          `json:"by_name,omitempty"`
-	Reason string          `json:"reason,omitempty"`
-}
-
 // DeciderOf reads who decided from an approval.granted or cancel.requested
-// event; nil when the event names no one.
+// event; nil for another event, or one that names no one.
 func DeciderOf(ev Event) *Decider {
-	var pl deciderPayload
-	if json.Unmarshal(ev.Payload, &pl) != nil || len(pl.By) == 0 {
+	var (
+		by  DecidedBy
+		err error
+	)
+	switch ev.Type {
+	case EventApprovalGranted:
+		var p ApprovalGranted
+		p, err = PayloadOf[ApprovalGranted](ev)
+		by = p.DecidedBy
+	case EventCancelRequested:
+		var p CancelRequested
+		p, err = PayloadOf[CancelRequested](ev)
+		by = p.DecidedBy
+	default:
 		return nil
 	}
-	d := &Decider{Role: pl.ByRole, Name: pl.ByName, Reason: pl.Reason}
-	var policy string
-	if json.Unmarshal(pl.By, &policy) == nil {
-		d.System = policy == "policy"
-		return d
-	}
-	if json.Unmarshal(pl.By, &d.UserID) != nil {
+	if err != nil || by.By == (DeciderRef{}) {
 		return nil
 	}
-	return d
+	return &Decider{UserID: by.By.UserID, System: by.By.Policy, Role: by.ByRole, Name: by.ByName, Reason: by.Reason}
 }
 
-// decidedBy is the payload of a decision event by userID, read under the
-// decision's transaction so it names the person as they were then.
-func decidedBy(ctx context.Context, tx *sqlx.Tx, userID int64, reason string) (deciderPayload, error) {
-	pl := deciderPayload{By: json.RawMessage(strconv.FormatInt(userID, 10)), Reason: reason}
-	err := tx.QueryRowxContext(ctx, `SELECT role, name FROM users WHERE id = $1`, userID).Scan(&pl.ByRole, &pl.ByName)
+// decidedBy names userID as the decider, read under the decision's
+// transaction so it names the person as they were then.
+func decidedBy(ctx context.Context, tx *sqlx.Tx, userID int64, reason string) (DecidedBy, error) {
+	by := DecidedBy{By: DeciderRef{UserID: userID}, Reason: reason}
+	err := tx.QueryRowxContext(ctx, `SELECT role, name FROM users WHERE id = $1`, userID).Scan(&by.ByRole, &by.ByName)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
-		return pl, fmt.Errorf("store: decider: %w", err)
+		return by, fmt.Errorf("store: decider: %w", err)
 	}
-	return pl, nil
+	return by, nil
 }
 
 // checkDecisionReason refuses a reason too long to store.
@@ -189,7 +184,7 @@ func (s *Store) ApproveBecause(ctx context.Context, runID uuid.UUID, approverID 
 		if err := notifyWork(ctx, tx); err != nil {
 			return "", nil, err
 		}
-		return StateSubmitting, []NewEvent{{Type: EventApprovalGranted, Payload: by}}, nil
+		return StateSubmitting, []NewEvent{EventOf(ApprovalGranted{by})}, nil
 	})
 	if err != nil {
 		return Decision{}, err
@@ -277,7 +272,7 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 		if err := notifyWork(ctx, tx); err != nil {
 			return "", nil, err
 		}
-		return "", []NewEvent{{Type: EventCancelRequested, Payload: by}}, nil
+		return "", []NewEvent{EventOf(CancelRequested{by})}, nil
 	})
 	if err != nil {
 		return Decision{}, err

@@ -5,6 +5,7 @@ import (
 	"context"
 	"database/sql"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -17,50 +18,6 @@ import (
 	"github.com/refundd/refundd/internal/metrics"
 )
 
-// Event classes: business events are audit history and stay; presentation
-// events (the model's narration) are kept only for the replay window.
-const (
-	ClassBusiness     = "business"
-	ClassPresentation = "presentation"
-)
-
-// Event types.
-const (
-	EventRunCreated           = "run.created"
-	EventRunPlanning          = "run.planning"
-	EventActionProposed       = "action.proposed"
-	EventApprovalRequested    = "approval.requested"
-	EventApprovalGranted      = "approval.granted"
-	EventCancelRequested      = "cancel.requested"
-	EventCancelTooLate        = "cancel.too_late"
-	EventOperationSubmitted   = "operation.submitted"
-	EventOperationSucceeded   = "operation.succeeded"
-	EventOperationFailed      = "operation.failed"
-	EventOperationReconciling = "operation.reconciling"
-	EventMessageFinal         = "message.final"
-	EventRunCompleted         = "run.completed"
-	EventRunFailed            = "run.failed"
-	EventRunCanceled          = "run.canceled"
-	EventNarrationDelta       = "narration.delta"
-	// EventStepAttempt marks where the executor began a narrating step:
-	// {"step","attempt"}. Attempt 2 or later is a retry (a worker died, a
-	// lease was taken over, the step failed): the narration before it
-	// belongs to an abandoned attempt. It is presentation, like the
-	// narration it divides: kept and pruned with it, never a line of the
-	// business history (which holds each business event once per run).
-	EventStepAttempt = "step.attempt"
-)
-
-// ClassOf tells an event type's retention class. Only narration and the
-// attempt boundaries within it are presentation; everything else is
-// business history.
-func ClassOf(typ string) string {
-	if typ == EventNarrationDelta || typ == EventStepAttempt {
-		return ClassPresentation
-	}
-	return ClassBusiness
-}
-
 // Event is one committed entry of a run's ordered log.
 type Event struct {
 	RunID     uuid.UUID       `db:"run_id" json:"run_id"`
@@ -70,12 +27,6 @@ type Event struct {
 	Class     string          `db:"class" json:"class"`
 	Payload   json.RawMessage `db:"payload" json:"payload"`
 	CreatedAt time.Time       `db:"created_at" json:"created_at"`
-}
-
-// NewEvent is an event to append; its class follows from its type.
-type NewEvent struct {
-	Type    string
-	Payload any // marshalled to JSON; nil means {}
 }
 
 const eventColumns = `run_id, seq, event_id, type, class, payload, created_at`
@@ -135,13 +86,14 @@ func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, 
 		if err != nil {
 			return nil, fmt.Errorf("store: event id: %w", err)
 		}
-		p := []byte("{}")
-		if e.Payload != nil {
-			if p, err = json.Marshal(e.Payload); err != nil {
-				return nil, fmt.Errorf("store: event payload %s: %w", e.Type, err)
-			}
+		if e.payload == nil {
+			return nil, errors.New("store: append event: an event without a payload (use EventOf)")
 		}
-		types[i], classes[i], ids[i], payloads[i] = e.Type, ClassOf(e.Type), id.String(), string(p)
+		p, err := json.Marshal(e.payload)
+		if err != nil {
+			return nil, fmt.Errorf("store: event payload %s: %w", e.Type(), err)
+		}
+		types[i], classes[i], ids[i], payloads[i] = e.Type(), ClassOf(e.Type()), id.String(), string(p)
 	}
 	// Prepared: planning this statement costs as much as running it, and
 	// appends are the hot path.
@@ -191,7 +143,7 @@ func (s *Store) BeginAttempt(ctx context.Context, runID uuid.UUID, step string) 
 			return "", nil, fmt.Errorf("store: begin attempt: %w", err)
 		}
 		n++
-		return "", []NewEvent{{Type: EventStepAttempt, Payload: map[string]any{"step": step, "attempt": n}}}, nil
+		return "", []NewEvent{EventOf(StepAttempt{Step: step, Attempt: n})}, nil
 	})
 	if err != nil {
 		return 0, err

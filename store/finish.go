@@ -18,10 +18,18 @@ type FinalMessage struct {
 	CreatedAt time.Time `db:"created_at" json:"created_at"`
 }
 
-var terminalEvent = map[string]string{
-	StateCompleted: EventRunCompleted,
-	StateFailed:    EventRunFailed,
-	StateCanceled:  EventRunCanceled,
+// terminalEvent is the event that ends a run in state; false for a state
+// that is not terminal.
+func terminalEvent(state string) (Payload, bool) {
+	switch state {
+	case StateCompleted:
+		return RunCompleted{State: state}, true
+	case StateFailed:
+		return RunFailed{State: state}, true
+	case StateCanceled:
+		return RunCanceled{State: state}, true
+	}
+	return nil, false
 }
 
 // ErrAlreadyDone reports that an exactly-once step had already happened; the
@@ -34,7 +42,7 @@ var ErrAlreadyDone = errors.New("store: already done")
 // are appended before them. Finishing a run that is already finished changes
 // nothing and returns ErrAlreadyDone.
 func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message string, extra ...NewEvent) (*Run, error) {
-	evType, ok := terminalEvent[state]
+	end, ok := terminalEvent(state)
 	if !ok {
 		return nil, fmt.Errorf("store: finish run: %q is not a terminal state", state)
 	}
@@ -45,9 +53,7 @@ func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message s
 		if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, r.ID, message); err != nil {
 			return "", nil, fmt.Errorf("store: final message: %w", err)
 		}
-		evs := slices.Concat(extra, []NewEvent{
-			NewEvent{Type: EventMessageFinal, Payload: map[string]string{"body": message}},
-			NewEvent{Type: evType, Payload: map[string]string{"state": state}}})
+		evs := slices.Concat(extra, []NewEvent{EventOf(MessageFinal{Body: message}), EventOf(end)})
 		return state, evs, nil
 	})
 	return run, err

@@ -18,7 +18,7 @@ var errStopFollow = errors.New("test: stop following")
 func narrate(t *testing.T, s *store.Store, runID uuid.UUID, n int) {
 	t.Helper()
 	for range n {
-		if _, err := s.Append(context.Background(), runID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+		if _, err := s.Append(context.Background(), runID, store.EventOf(store.NarrationDelta{})); err != nil {
 			t.Fatal(err)
 		}
 	}

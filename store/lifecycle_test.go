@@ -21,12 +21,12 @@ func (f *fixture) walk(t *testing.T, runID uuid.UUID) {
 	t.Helper()
 	ctx := context.Background()
 	narrate := func() {
-		if _, err := f.s.Append(ctx, runID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "thinking "}}); err != nil {
+		if _, err := f.s.Append(ctx, runID, store.EventOf(store.NarrationDelta{Text: "thinking "})); err != nil {
 			t.Error(err)
 		}
 	}
 	narrate()
-	if _, err := f.s.RequestApproval(ctx, runID, map[string]any{"amount": 100}); err != nil {
+	if _, err := f.s.RequestApproval(ctx, runID, store.ActionProposed{Amount: 100}); err != nil {
 		t.Error(err)
 		return
 	}
@@ -138,7 +138,7 @@ func TestEventsAfter(t *testing.T) {
 	ctx := context.Background()
 	run := f.start(t, "k", 100)
 	for range 9 {
-		if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+		if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{})); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -186,14 +186,14 @@ func TestPrune_CursorExpired(t *testing.T) {
 	ctx := context.Background()
 	run := f.start(t, "k", 100) // seq 1
 	for range 5 {               // seqs 2..6: narration
-		if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+		if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{})); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil { // seqs 7, 8
+	if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil { // seqs 7, 8
 		t.Fatal(err)
 	}
-	if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil { // seq 9
+	if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{})); err != nil { // seq 9
 		t.Fatal(err)
 	}
 	// Age everything up to seq 8 past the replay window.
@@ -282,7 +282,7 @@ func TestApprove_TwiceAtOnce(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	run := f.start(t, "a", 100)
-	if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+	if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
@@ -327,14 +327,14 @@ func TestApprove(t *testing.T) {
 	ctx := context.Background()
 	t.Run("own request is forbidden", func(t *testing.T) {
 		run := f.start(t, "own", 100)
-		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+		if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
 			t.Fatal(err)
 		}
 		wantNotAllowed(t, f, run.ID, f.customer.ID, store.ErrForbidden)
 	})
 	t.Run("canceled run is a conflict", func(t *testing.T) {
 		run := f.start(t, "c", 100)
-		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+		if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
 			t.Fatal(err)
 		}
 		if d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionAccepted || !d.Run.CancelRequested() {
@@ -351,7 +351,7 @@ func TestApprove(t *testing.T) {
 	})
 	t.Run("finished run", func(t *testing.T) {
 		run := f.start(t, "done", 100)
-		if _, err := f.s.RequestApproval(ctx, run.ID, nil); err != nil {
+		if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "Policy refused."); err != nil {

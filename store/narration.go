@@ -115,7 +115,7 @@ func (s *Store) appendNarrationBatch(batch []narrationPiece) (map[uuid.UUID]bool
 		if err != nil {
 			return nil, fmt.Errorf("store: event id: %w", err)
 		}
-		payload, err := json.Marshal(map[string]string{"text": p.text})
+		payload, err := json.Marshal(NarrationDelta{Text: p.text})
 		if err != nil {
 			return nil, fmt.Errorf("store: narration payload: %w", err)
 		}

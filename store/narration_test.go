@@ -2,7 +2,6 @@ package store_test
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -85,8 +84,8 @@ func TestAppendNarration_MissingRun(t *testing.T) {
 
 func narrationText(t *testing.T, ev store.Event) string {
 	t.Helper()
-	var p struct{ Text string }
-	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+	p, err := store.PayloadOf[store.NarrationDelta](ev)
+	if err != nil {
 		t.Fatal(err)
 	}
 	return p.Text
@@ -153,7 +152,7 @@ func TestAppendNarration_CrashLosesNarrationButNoSeqIsReused(t *testing.T) {
 		t.Fatalf("cursor %d ahead of last_seq %d: err = %v, want ErrCursorInvalid (a reset)", seen, after, err)
 	}
 	// The run goes on: its next event takes a seq no client has held.
-	evs, err := st.Append(ctx, run.ID, store.NewEvent{Type: store.EventRunPlanning})
+	evs, err := st.Append(ctx, run.ID, store.EventOf(store.RunPlanning{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -30,12 +30,12 @@ func TestNotify_AfterCommitOnly(t *testing.T) {
 	}
 	boom := errors.New("changed my mind")
 	// Rolled back after its append: nothing is committed, nothing is said.
-	if err := f.s.AppendThenRollBack(ctx, run.ID, boom, store.NewEvent{Type: store.EventRunPlanning}); !errors.Is(err, boom) {
+	if err := f.s.AppendThenRollBack(ctx, run.ID, boom, store.EventOf(store.RunPlanning{})); !errors.Is(err, boom) {
 		t.Fatalf("err = %v, want %v", err, boom)
 	}
 	r, evs, err := f.s.Mutate(ctx, run.ID, func(*sqlx.Tx, *store.Run) (string, []store.NewEvent, error) {
 		// Two events: the rolled-back append's notice would name the first.
-		return store.StatePlanning, []store.NewEvent{{Type: store.EventRunPlanning}, {Type: store.EventActionProposed}}, nil
+		return store.StatePlanning, []store.NewEvent{store.EventOf(store.RunPlanning{}), store.EventOf(store.ActionProposed{})}, nil
 	})
 	if err != nil {
 		t.Fatal(err)

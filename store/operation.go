@@ -40,6 +40,11 @@ type Operation struct {
 	LastCallRefused bool `db:"last_call_refused" json:"-"`
 }
 
+// facts are what every event about the operation says of it.
+func (op *Operation) facts() OperationFacts {
+	return OperationFacts{OperationID: op.ID, Amount: op.Amount, Currency: op.Currency}
+}
+
 const operationColumns = `id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts,
     last_error, created_at, updated_at, last_call_refused`
 
@@ -86,9 +91,7 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 			id, r.ID, r.OrderID, r.Amount, r.Currency); err != nil {
 			return "", nil, fmt.Errorf("store: create operation: %w", err)
 		}
-		return StateSubmitting, []NewEvent{{Type: EventOperationSubmitted, Payload: map[string]any{
-			"operation_id": op.ID, "amount": op.Amount, "currency": op.Currency,
-		}}}, nil
+		return StateSubmitting, []NewEvent{EventOf(OperationSubmitted{op.facts()})}, nil
 	})
 	if err != nil && !errors.Is(err, ErrAlreadyDone) {
 		return nil, err
@@ -125,20 +128,22 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 			return "", nil, ErrAlreadyDone
 		}
 		prevState := op.State
-		payload := map[string]any{"operation_id": op.ID, "amount": op.Amount, "currency": op.Currency}
-		var ref sql.NullString
-		newState := ""
+		var (
+			ref      sql.NullString
+			newState string
+			news     Payload
+		)
 		switch out.State {
 		case OpSucceeded:
 			if out.ProviderRef == "" {
 				return "", nil, errors.New("store: record outcome: a success needs the provider's reference")
 			}
 			ref = sql.NullString{String: out.ProviderRef, Valid: true}
-			payload["provider_ref"] = out.ProviderRef
+			news = OperationSucceeded{op.facts(), out.ProviderRef}
 		case OpFailed:
-			payload["reason"] = out.Reason
+			news = OperationFailed{op.facts(), out.Reason}
 		case OpReconciling:
-			payload["reason"] = out.Reason
+			news = OperationReconciling{op.facts(), out.Reason}
 			newState = StateReconciling
 		default:
 			return "", nil, fmt.Errorf("store: record outcome: unknown state %q", out.State)
@@ -156,7 +161,7 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 		if Terminal(r.State) {
 			newState = ""
 		}
-		return newState, []NewEvent{{Type: "operation." + out.State, Payload: payload}}, nil
+		return newState, []NewEvent{EventOf(news)}, nil
 	})
 	if err != nil && !errors.Is(err, ErrAlreadyDone) {
 		return nil, err

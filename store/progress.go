@@ -2,7 +2,6 @@ package store
 
 import (
 	"database/sql"
-	"encoding/json"
 
 	"github.com/google/uuid"
 )
@@ -29,22 +28,6 @@ func StateAfter(eventType string) string {
 		return StateFailed
 	case EventRunCanceled:
 		return StateCanceled
-	}
-	return ""
-}
-
-// operationStateAfter is the ledger state an operation event records, ""
-// for an event about no operation.
-func operationStateAfter(eventType string) string {
-	switch eventType {
-	case EventOperationSubmitted:
-		return OpSubmitted
-	case EventOperationSucceeded:
-		return OpSucceeded
-	case EventOperationFailed:
-		return OpFailed
-	case EventOperationReconciling:
-		return OpReconciling
 	}
 	return ""
 }
@@ -134,17 +117,6 @@ func (p *Progress) Outcome() string {
 // Terminal reports whether the run, as of CoveringSeq, has ended.
 func (p *Progress) Terminal() bool { return Terminal(p.State) }
 
-// progressPayload is the union of the payload fields Apply reads.
-type progressPayload struct {
-	Body        string `json:"body"`
-	OperationID string `json:"operation_id"`
-	Amount      int64  `json:"amount"`
-	Currency    string `json:"currency"`
-	ProviderRef string `json:"provider_ref"`
-	Reason      string `json:"reason"`
-	Attempt     int    `json:"attempt"`
-}
-
 // Apply moves the progress forward by one event. Events may arrive again
 // (delivery is at least once), so applying an older one never undoes a
 // finish or a settled operation.
@@ -157,39 +129,30 @@ func (p *Progress) Apply(ev Event) {
 		p.State = s
 	}
 	p.note(ev)
-	switch opState := operationStateAfter(ev.Type); {
-	case ev.Type == EventCancelRequested:
+	switch ev.Type {
+	case EventCancelRequested:
 		p.CancelRequested = true
-	case ev.Type == EventApprovalRequested:
+	case EventApprovalRequested:
 		p.ApprovalAsked = true
-	case ev.Type == EventMessageFinal:
-		if pl, ok := decodeProgress(ev); ok {
+	case EventMessageFinal:
+		if pl, err := PayloadOf[MessageFinal](ev); err == nil {
 			p.FinalMessage = pl.Body
 		}
-	case opState != "":
-		if pl, ok := decodeProgress(ev); ok {
-			p.applyOperation(ev.RunID, opState, pl)
+	default:
+		if n, ok := OperationNewsOf(ev); ok {
+			p.applyOperation(ev.RunID, n)
 		}
 	}
-}
-
-// decodeProgress reads the fields Apply needs from an event's payload. The
-// store wrote every payload itself; one it cannot read (false) changes
-// only what the event's type says.
-func decodeProgress(ev Event) (progressPayload, bool) {
-	var pl progressPayload
-	err := json.Unmarshal(ev.Payload, &pl)
-	return pl, err == nil
 }
 
 // applyOperation records what an operation event says about its ledger row,
 // adding the row when the event is the first news of it.
-func (p *Progress) applyOperation(runID uuid.UUID, state string, pl progressPayload) {
-	id, err := uuid.Parse(pl.OperationID)
-	if err != nil {
+func (p *Progress) applyOperation(runID uuid.UUID, n OperationNews) {
+	id, state := n.OperationID, n.State
+	if id == uuid.Nil {
 		return // an operation event always names its operation; this one names none
 	}
-	ref := sql.NullString{String: pl.ProviderRef, Valid: pl.ProviderRef != ""}
+	ref := sql.NullString{String: n.ProviderRef, Valid: n.ProviderRef != ""}
 	for i := range p.Operations {
 		op := &p.Operations[i]
 		if op.ID != id {
@@ -202,13 +165,13 @@ func (p *Progress) applyOperation(runID uuid.UUID, state string, pl progressPayl
 		if ref.Valid {
 			op.ProviderRef = ref
 		}
-		if pl.Reason != "" {
-			op.LastError = pl.Reason
+		if n.Reason != "" {
+			op.LastError = n.Reason
 		}
 		return
 	}
-	p.Operations = append(p.Operations, Operation{ID: id, RunID: runID, Kind: "refund", Amount: pl.Amount,
-		Currency: pl.Currency, State: state, ProviderRef: ref, LastError: pl.Reason})
+	p.Operations = append(p.Operations, Operation{ID: id, RunID: runID, Kind: "refund", Amount: n.Amount,
+		Currency: n.Currency, State: state, ProviderRef: ref, LastError: n.Reason})
 }
 
 // MarkTypes are the events ProgressOf reads besides the snapshot's rows:
@@ -225,7 +188,7 @@ func (p *Progress) note(ev Event) {
 	case EventApprovalGranted:
 		p.ApprovedBy = DeciderOf(ev)
 	case EventStepAttempt:
-		if pl, ok := decodeProgress(ev); ok && pl.Attempt > 1 && ev.Seq > p.RestartSeq {
+		if pl, err := PayloadOf[StepAttempt](ev); err == nil && pl.Attempt > 1 && ev.Seq > p.RestartSeq {
 			p.RestartSeq = ev.Seq
 		}
 	}

@@ -32,18 +32,10 @@ type QueueItem struct {
 	OrderCurrency string    `db:"order_currency"`
 	// OtherRefunds is what the order's other runs that have not failed or
 	// been canceled claim, over OtherRuns runs.
-	OtherRefunds int64          `db:"other_refunds"`
-	OtherRuns    int            `db:"other_runs"`
-	ProposalJSON []byte         `db:"proposal"`
-	Proposal     *QueueProposal `db:"-"`
-}
-
-// QueueProposal is the agent's action.proposed payload.
-type QueueProposal struct {
-	Action   string `json:"action"`
-	OrderID  int64  `json:"order_id"`
-	Amount   int64  `json:"amount"`
-	Currency string `json:"currency"`
+	OtherRefunds int64           `db:"other_refunds"`
+	OtherRuns    int             `db:"other_runs"`
+	ProposalJSON []byte          `db:"proposal"`
+	Proposal     *ActionProposed `db:"-"`
 }
 
 // QueueCheck is one check of a queued request, in words.
@@ -99,7 +91,7 @@ SELECT ` + runColumnsOf("r") + `, q.version AS queue_version, q.entered_at AS re
     u.name AS customer_name, u.email AS customer_email,
     o.description AS item, o.amount AS order_amount, o.currency AS order_currency,
     COALESCE(other.amount, 0) AS other_refunds, COALESCE(other.runs, 0) AS other_runs,
-    (SELECT e.payload FROM run_events e WHERE e.run_id = r.id AND e.type = 'action.proposed'
+    (SELECT e.payload FROM run_events e WHERE e.run_id = r.id AND e.type = '` + EventActionProposed + `'
      ORDER BY e.seq DESC LIMIT 1) AS proposal
 FROM queue_entries q
 JOIN runs r ON r.id = q.run_id
@@ -159,7 +151,7 @@ func readQueue(ctx context.Context, tx *sqlx.Tx, after int64, limit int) (*Queue
 		if len(it.ProposalJSON) == 0 {
 			continue
 		}
-		var prop QueueProposal
+		var prop ActionProposed
 		if err := json.Unmarshal(it.ProposalJSON, &prop); err == nil {
 			it.Proposal = &prop
 		}

@@ -13,7 +13,7 @@ import (
 func (f *fixture) queued(t *testing.T, key string, amount int64) *store.Run {
 	t.Helper()
 	r := f.start(t, key, amount)
-	proposal := map[string]any{"action": "refund", "order_id": f.order.ID, "amount": amount, "currency": f.order.Currency}
+	proposal := store.ActionProposed{Action: "refund", OrderID: f.order.ID, Amount: amount, Currency: f.order.Currency}
 	r, err := f.s.RequestApproval(context.Background(), r.ID, proposal)
 	if err != nil {
 		t.Fatal(err)
@@ -70,7 +70,7 @@ func TestApprovalQueue_FollowsRuns(t *testing.T) {
 	}
 
 	// Narration and other appends are no queue change.
-	if _, err := f.s.Append(ctx, a.ID, store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]any{"text": "hi"}}); err != nil {
+	if _, err := f.s.Append(ctx, a.ID, store.EventOf(store.NarrationDelta{Text: "hi"})); err != nil {
 		t.Fatal(err)
 	}
 	if v := mustQueue(t, f.s, 0, 10).Version; v != 3 {

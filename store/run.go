@@ -188,9 +188,9 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 		if err != nil {
 			return fmt.Errorf("store: start run: %w", err)
 		}
-		evs, err := s.appendEvents(ctx, tx, r.ID, NewEvent{Type: EventRunCreated, Payload: map[string]any{
-			"order_id": o.ID, "amount": req.Amount, "currency": o.Currency, "reason": req.Reason,
-		}})
+		evs, err := s.appendEvents(ctx, tx, r.ID, EventOf(RunCreated{
+			OrderID: o.ID, Amount: req.Amount, Currency: o.Currency, Reason: req.Reason,
+		}))
 		if err != nil {
 			return err
 		}

@@ -203,9 +203,7 @@ func TestAppend_ConcurrentSeqsHaveNoGaps(t *testing.T) {
 	for w := range workers {
 		wg.Go(func() {
 			for i := range each {
-				if _, err := f.s.Append(context.Background(), run.ID, store.NewEvent{
-					Type: store.EventNarrationDelta, Payload: map[string]any{"text": fmt.Sprintf("w%d-%d ", w, i)},
-				}); err != nil {
+				if _, err := f.s.Append(context.Background(), run.ID, store.EventOf(store.NarrationDelta{Text: fmt.Sprintf("w%d-%d ", w, i)})); err != nil {
 					errs <- err
 					return
 				}
@@ -254,13 +252,13 @@ func TestAppend_RunsDoNotWaitForEachOther(t *testing.T) {
 	}
 	bctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if _, err := f.s.Append(bctx, b.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+	if _, err := f.s.Append(bctx, b.ID, store.EventOf(store.NarrationDelta{})); err != nil {
 		t.Fatalf("append to run b while run a is locked: %v", err)
 	}
 	// And run a's append does wait: it proceeds once the lock is released.
 	done := make(chan error, 1)
 	go func() {
-		_, err := f.s.Append(ctx, a.ID, store.NewEvent{Type: store.EventNarrationDelta})
+		_, err := f.s.Append(ctx, a.ID, store.EventOf(store.NarrationDelta{}))
 		done <- err
 	}()
 	testkit.WaitUntil(t, "the append to run a to wait on its row lock", 10*time.Second, func() bool {
@@ -281,7 +279,7 @@ func TestAppend_RunsDoNotWaitForEachOther(t *testing.T) {
 func TestAppend_UnknownRun(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
-	_, err := f.s.Append(context.Background(), uuid.New(), store.NewEvent{Type: store.EventNarrationDelta})
+	_, err := f.s.Append(context.Background(), uuid.New(), store.EventOf(store.NarrationDelta{}))
 	if !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("err = %v, want ErrNotFound", err)
 	}
@@ -299,7 +297,7 @@ func TestListener_WakesOnCommittedAppend(t *testing.T) {
 	defer l.Stop()
 	wake, cancel := l.Subscribe(store.RunTopic(run.ID.String()))
 	defer cancel()
-	if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventNarrationDelta}); err != nil {
+	if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{})); err != nil {
 		t.Fatal(err)
 	}
 	select {

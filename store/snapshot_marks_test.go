@@ -20,12 +20,12 @@ func TestSnapshotHead_ReadsOnlyTheMarks(t *testing.T) {
 	run := f.start(t, "marks", 1)
 	evs := make([]store.NewEvent, 500)
 	for i := range evs {
-		evs[i] = store.NewEvent{Type: store.EventNarrationDelta, Payload: map[string]string{"text": "word "}}
+		evs[i] = store.EventOf(store.NarrationDelta{Text: "word "})
 	}
 	if _, err := f.s.Append(ctx, run.ID, evs...); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.Append(ctx, run.ID, store.NewEvent{Type: store.EventCancelRequested, Payload: map[string]any{"by": f.customer.ID}}); err != nil {
+	if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.CancelRequested{DecidedBy: store.DecidedBy{By: store.DeciderRef{UserID: f.customer.ID}}})); err != nil {
 		t.Fatal(err)
 	}
 	db := storetest.DB(t, f.s)

@@ -29,7 +29,8 @@ FROM runs r LEFT JOIN run_events e ON e.run_id = r.id
     AND e.type IN ('run.completed', 'run.failed', 'run.canceled')
 GROUP BY r.id
 HAVING count(e.seq) > 1
-    OR (count(e.seq) = 1 AND min(e.type) <> 'run.' || r.state)
+    OR (count(e.seq) = 1 AND min(e.type) <> CASE r.state WHEN 'completed' THEN 'run.completed'
+        WHEN 'failed' THEN 'run.failed' WHEN 'canceled' THEN 'run.canceled' END)
     OR (count(e.seq) = 0 AND r.state IN ('completed', 'failed', 'canceled')
         -- the terminal event may be gone only if business history was pruned
         AND EXISTS (SELECT 1 FROM run_events c WHERE c.run_id = r.id AND c.seq = 1))

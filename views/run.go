@@ -1,7 +1,6 @@
 package views
 
 import (
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -221,29 +220,11 @@ func (v *RunView) ProgressSteps() []ProgressStep {
 // narration instead (NarrationRestarted).
 func InTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentation }
 
-// eventPayload is the union of the payload fields the page's words read.
-type eventPayload struct {
-	Text        string `json:"text"`
-	Amount      int64  `json:"amount"`
-	Currency    string `json:"currency"`
-	ProviderRef string `json:"provider_ref"`
-	Reason      string `json:"reason"`
-	OrderID     int64  `json:"order_id"`
-}
-
-// payloadOf reads an event's payload for the words about it. The store wrote
-// every payload itself; one that does not decode reads as empty fields, and
-// the page still renders.
-func payloadOf(ev store.Event) eventPayload {
-	var p eventPayload
-	if err := json.Unmarshal(ev.Payload, &p); err != nil {
-		return eventPayload{}
-	}
-	return p
-}
-
 // NarrationText is the text of a narration.delta event.
-func NarrationText(ev store.Event) string { return payloadOf(ev).Text }
+func NarrationText(ev store.Event) string {
+	p, _ := store.PayloadOf[store.NarrationDelta](ev)
+	return p.Text
+}
 
 // StateLabel is how a run state reads on the page.
 func StateLabel(state string) string {
@@ -304,15 +285,19 @@ func (v *RunView) reason(ev store.Event) string {
 	return ""
 }
 
-// EventText describes a business event in words, without who acted.
+// EventText describes a business event in words, without who acted. The
+// store wrote every payload itself; one that does not decode reads as
+// empty fields, and the page still renders.
 func EventText(ev store.Event) string {
-	p := payloadOf(ev)
+	op, _ := store.OperationNewsOf(ev)
 	switch ev.Type {
 	case store.EventRunCreated:
+		p, _ := store.PayloadOf[store.RunCreated](ev)
 		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
 	case store.EventRunPlanning:
 		return "The agent started looking at the request"
 	case store.EventActionProposed:
+		p, _ := store.PayloadOf[store.ActionProposed](ev)
 		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
 	case store.EventApprovalRequested:
 		return "Asked an approver for a decision"
@@ -326,14 +311,14 @@ func EventText(ev store.Event) string {
 	case store.EventCancelTooLate:
 		return "The cancel arrived too late: the refund had already reached the payment provider"
 	case store.EventOperationSubmitted:
-		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(p.Amount, p.Currency))
+		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(op.Amount, op.Currency))
 	case store.EventOperationSucceeded:
-		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(p.Amount, p.Currency), p.ProviderRef)
+		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
 	case store.EventOperationFailed:
-		if p.Reason != "" {
-			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(p.Amount, p.Currency), p.Reason)
+		if op.Reason != "" {
+			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(op.Amount, op.Currency), op.Reason)
 		}
-		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(p.Amount, p.Currency))
+		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(op.Amount, op.Currency))
 	case store.EventOperationReconciling:
 		return "Verifying the result with the payment provider"
 	case store.EventMessageFinal:

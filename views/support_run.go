@@ -1,10 +1,8 @@
 package views
 
 import (
-	"encoding/json"
 	"net/url"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -84,16 +82,12 @@ func SupportActorIDs(snap *store.Snapshot) []int64 {
 	return ids
 }
 
-// byUser is the user an event's payload says acted ("by": a user ID).
+// byUser is the user a decision event says decided.
 func byUser(ev store.Event) (int64, bool) {
-	var p struct {
-		By json.Number `json:"by"`
+	if d := store.DeciderOf(ev); d != nil && d.UserID > 0 {
+		return d.UserID, true
 	}
-	if ev.Type == store.EventNarrationDelta || json.Unmarshal(ev.Payload, &p) != nil {
-		return 0, false
-	}
-	id, err := p.By.Int64()
-	return id, err == nil && id > 0
+	return 0, false
 }
 
 // actorOf says who acted in an event, as staff read it: a person by name
@@ -139,13 +133,7 @@ func (d *SupportRun) customer() string {
 func (d *SupportRun) LedgerEvents(id uuid.UUID) []SupportRow {
 	var out []SupportRow
 	for i, ev := range d.Snap.Events {
-		if !strings.HasPrefix(ev.Type, "operation.") {
-			continue
-		}
-		var p struct {
-			OperationID uuid.UUID `json:"operation_id"`
-		}
-		if json.Unmarshal(ev.Payload, &p) == nil && p.OperationID == id {
+		if n, ok := store.OperationNewsOf(ev); ok && n.OperationID == id {
 			out = append(out, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
 				Actor: d.actorOf(d.Snap.Events[i]), Text: EventText(ev)})
 		}

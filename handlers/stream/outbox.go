@@ -129,11 +129,9 @@ func isNarration(it item) bool {
 // later one, so a Sub that fell behind gets fewer, larger messages.
 // A payload it cannot read is not rewritten (false): both stay as they are.
 func mergeNarration(a, b item) (item, bool) {
-	var pa, pb struct {
-		Text          string `json:"text"`
-		CoalescedFrom int64  `json:"coalesced_from,omitempty"`
-	}
-	if json.Unmarshal(a.ev.Payload, &pa) != nil || json.Unmarshal(b.ev.Payload, &pb) != nil {
+	pa, errA := store.PayloadOf[store.NarrationDelta](a.ev)
+	pb, errB := store.PayloadOf[store.NarrationDelta](b.ev)
+	if errA != nil || errB != nil {
 		return b, false
 	}
 	from := pa.CoalescedFrom

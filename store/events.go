@@ -1,0 +1,307 @@
+package store
+
+import (
+	"encoding/json"
+	"fmt"
+	"strconv"
+
+	"github.com/google/uuid"
+)
+
+// The event vocabulary: every type a run's log can hold, and the payload
+// each carries. A payload's Go type names its event type, so nothing else
+// does; handlers/openapi.json documents each as EventPayload_<type>, and
+// handlers/openapi_events_test.go keeps the two in step.
+
+// Event classes: business events are audit history and stay; presentation
+// events (the model's narration) are kept only for the replay window.
+const (
+	ClassBusiness     = "business"
+	ClassPresentation = "presentation"
+)
+
+// Event types.
+const (
+	EventRunCreated           = "run.created"           // a customer asked for a refund
+	EventRunPlanning          = "run.planning"          // the agent began looking at the request
+	EventActionProposed       = "action.proposed"       // the agent proposed the refund it will make
+	EventApprovalRequested    = "approval.requested"    // the run waits for an approver
+	EventApprovalGranted      = "approval.granted"      // an approver, or the policy, approved
+	EventCancelRequested      = "cancel.requested"      // someone asked to cancel
+	EventCancelTooLate        = "cancel.too_late"       // the cancel came after the refund reached the provider
+	EventOperationSubmitted   = "operation.submitted"   // the refund's intent is in the ledger, before the provider call
+	EventOperationSucceeded   = "operation.succeeded"   // the provider confirmed the refund
+	EventOperationFailed      = "operation.failed"      // the provider refused the refund
+	EventOperationReconciling = "operation.reconciling" // the outcome is unknown and being verified
+	EventMessageFinal         = "message.final"         // the run's one final answer
+	EventRunCompleted         = "run.completed"         // the run ended completed
+	EventRunFailed            = "run.failed"            // the run ended failed
+	EventRunCanceled          = "run.canceled"          // the run ended canceled
+	EventNarrationDelta       = "narration.delta"       // a piece of the model's text (presentation)
+	// EventStepAttempt marks where the executor began a narrating step.
+	// Attempt 2 or later is a retry (a worker died, a lease was taken over,
+	// the step failed): the narration before it belongs to an abandoned
+	// attempt. It is presentation, like the narration it divides: kept and
+	// pruned with it, never a line of the business history.
+	EventStepAttempt = "step.attempt"
+)
+
+// ClassOf tells an event type's retention class. Only narration and the
+// attempt boundaries within it are presentation; everything else is
+// business history.
+func ClassOf(typ string) string {
+	if typ == EventNarrationDelta || typ == EventStepAttempt {
+		return ClassPresentation
+	}
+	return ClassBusiness
+}
+
+// Payload is an event's payload. Its type names the event's type.
+type Payload interface{ EventType() string }
+
+// RunCreated is run.created's payload: the request as the customer made it.
+type RunCreated struct {
+	OrderID  int64  `json:"order_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+	Reason   string `json:"reason"`
+}
+
+// RunPlanning is run.planning's payload: empty.
+type RunPlanning struct{}
+
+// ActionProposed is action.proposed's payload: the refund the agent will make.
+type ActionProposed struct {
+	Action   string `json:"action"` // always "refund"
+	OrderID  int64  `json:"order_id"`
+	Amount   int64  `json:"amount"`
+	Currency string `json:"currency"`
+}
+
+// ApprovalRequested is approval.requested's payload: empty.
+type ApprovalRequested struct{}
+
+// DecidedBy is who made a decision, as they were when they made it. Events
+// from before role and name were recorded carry By only.
+type DecidedBy struct {
+	By     DeciderRef `json:"by"`
+	ByRole string     `json:"by_role,omitempty"`
+	ByName string     `json:"by_name,omitempty"`
+	Reason string     `json:"reason,omitempty"`
+}
+
+// ApprovalGranted is approval.granted's payload.
+type ApprovalGranted struct{ DecidedBy }
+
+// CancelRequested is cancel.requested's payload.
+type CancelRequested struct{ DecidedBy }
+
+// CancelTooLatePayload is cancel.too_late's payload: the operation the
+// cancel could not stop. (CancelTooLate is the rule that decides it.)
+type CancelTooLatePayload struct {
+	OperationID uuid.UUID `json:"operation_id"`
+}
+
+// OperationFacts are what every operation event says: which ledger row,
+// for how much.
+type OperationFacts struct {
+	OperationID uuid.UUID `json:"operation_id"`
+	Amount      int64     `json:"amount"`
+	Currency    string    `json:"currency"`
+}
+
+// OperationSubmitted is operation.submitted's payload.
+type OperationSubmitted struct{ OperationFacts }
+
+// OperationSucceeded is operation.succeeded's payload, with the provider's
+// reference for the refund.
+type OperationSucceeded struct {
+	OperationFacts
+	ProviderRef string `json:"provider_ref"`
+}
+
+// OperationFailed is operation.failed's payload, with the provider's reason.
+type OperationFailed struct {
+	OperationFacts
+	Reason string `json:"reason"`
+}
+
+// OperationReconciling is operation.reconciling's payload, with why the
+// outcome is unknown.
+type OperationReconciling struct {
+	OperationFacts
+	Reason string `json:"reason"`
+}
+
+// MessageFinal is message.final's payload: the final answer's text.
+type MessageFinal struct {
+	Body string `json:"body"`
+}
+
+// RunCompleted is run.completed's payload.
+type RunCompleted struct {
+	State string `json:"state"` // always "completed"
+}
+
+// RunFailed is run.failed's payload.
+type RunFailed struct {
+	State string `json:"state"` // always "failed"
+}
+
+// RunCanceled is run.canceled's payload.
+type RunCanceled struct {
+	State string `json:"state"` // always "canceled"
+}
+
+// NarrationDelta is narration.delta's payload.
+type NarrationDelta struct {
+	Text string `json:"text"`
+	// CoalescedFrom is never stored: a stream that merges deltas for a
+	// slow reader sets it to the first merged seq.
+	CoalescedFrom int64 `json:"coalesced_from,omitempty"`
+}
+
+// StepAttempt is step.attempt's payload: the step begun, and its attempt
+// number counting from 1.
+type StepAttempt struct {
+	Step    string `json:"step"`
+	Attempt int    `json:"attempt"`
+}
+
+func (RunCreated) EventType() string           { return EventRunCreated }
+func (RunPlanning) EventType() string          { return EventRunPlanning }
+func (ActionProposed) EventType() string       { return EventActionProposed }
+func (ApprovalRequested) EventType() string    { return EventApprovalRequested }
+func (ApprovalGranted) EventType() string      { return EventApprovalGranted }
+func (CancelRequested) EventType() string      { return EventCancelRequested }
+func (CancelTooLatePayload) EventType() string { return EventCancelTooLate }
+func (OperationSubmitted) EventType() string   { return EventOperationSubmitted }
+func (OperationSucceeded) EventType() string   { return EventOperationSucceeded }
+func (OperationFailed) EventType() string      { return EventOperationFailed }
+func (OperationReconciling) EventType() string { return EventOperationReconciling }
+func (MessageFinal) EventType() string         { return EventMessageFinal }
+func (RunCompleted) EventType() string         { return EventRunCompleted }
+func (RunFailed) EventType() string            { return EventRunFailed }
+func (RunCanceled) EventType() string          { return EventRunCanceled }
+func (NarrationDelta) EventType() string       { return EventNarrationDelta }
+func (StepAttempt) EventType() string          { return EventStepAttempt }
+
+// Payloads returns a zero payload of every event type, in the order of the
+// constants above.
+func Payloads() []Payload {
+	return []Payload{
+		RunCreated{}, RunPlanning{}, ActionProposed{}, ApprovalRequested{}, ApprovalGranted{},
+		CancelRequested{}, CancelTooLatePayload{}, OperationSubmitted{}, OperationSucceeded{},
+		OperationFailed{}, OperationReconciling{}, MessageFinal{}, RunCompleted{}, RunFailed{},
+		RunCanceled{}, NarrationDelta{}, StepAttempt{},
+	}
+}
+
+// EventTypes lists every event type the store can write.
+func EventTypes() []string {
+	ps := Payloads()
+	out := make([]string, len(ps))
+	for i, p := range ps {
+		out[i] = p.EventType()
+	}
+	return out
+}
+
+// NewEvent is an event to append, made by EventOf.
+type NewEvent struct{ payload Payload }
+
+// EventOf is the event that carries p; its type and class follow from p.
+func EventOf(p Payload) NewEvent { return NewEvent{payload: p} }
+
+// Type is the event's type, "" for the zero NewEvent.
+func (e NewEvent) Type() string {
+	if e.payload == nil {
+		return ""
+	}
+	return e.payload.EventType()
+}
+
+// PayloadOf decodes ev's payload as P. An event of another type, or a
+// payload that does not decode, is an error and the zero P.
+func PayloadOf[P Payload](ev Event) (P, error) {
+	var p P
+	if ev.Type != p.EventType() {
+		return p, fmt.Errorf("store: event %d is %s, not %s", ev.Seq, ev.Type, p.EventType())
+	}
+	if err := json.Unmarshal(ev.Payload, &p); err != nil {
+		var zero P
+		return zero, fmt.Errorf("store: %s payload: %w", ev.Type, err)
+	}
+	return p, nil
+}
+
+// OperationNews is what an operation event says about its ledger row.
+type OperationNews struct {
+	OperationFacts
+	State       string // the ledger state the event records
+	ProviderRef string
+	Reason      string
+}
+
+// OperationNewsOf reads an operation event; false for another event, or
+// one whose payload does not decode.
+func OperationNewsOf(ev Event) (OperationNews, bool) {
+	var (
+		n   OperationNews
+		err error
+	)
+	switch ev.Type {
+	case EventOperationSubmitted:
+		var p OperationSubmitted
+		p, err = PayloadOf[OperationSubmitted](ev)
+		n = OperationNews{OperationFacts: p.OperationFacts, State: OpSubmitted}
+	case EventOperationSucceeded:
+		var p OperationSucceeded
+		p, err = PayloadOf[OperationSucceeded](ev)
+		n = OperationNews{OperationFacts: p.OperationFacts, State: OpSucceeded, ProviderRef: p.ProviderRef}
+	case EventOperationFailed:
+		var p OperationFailed
+		p, err = PayloadOf[OperationFailed](ev)
+		n = OperationNews{OperationFacts: p.OperationFacts, State: OpFailed, Reason: p.Reason}
+	case EventOperationReconciling:
+		var p OperationReconciling
+		p, err = PayloadOf[OperationReconciling](ev)
+		n = OperationNews{OperationFacts: p.OperationFacts, State: OpReconciling, Reason: p.Reason}
+	default:
+		return OperationNews{}, false
+	}
+	return n, err == nil
+}
+
+// DeciderRef is who made a decision: a user, by ID, or the approval
+// policy. In JSON it is the user's ID as a number, or the string "policy".
+type DeciderRef struct {
+	UserID int64
+	Policy bool
+}
+
+// MarshalJSON writes the user's ID, or "policy".
+func (a DeciderRef) MarshalJSON() ([]byte, error) {
+	if a.Policy {
+		return []byte(`"policy"`), nil
+	}
+	return strconv.AppendInt(nil, a.UserID, 10), nil
+}
+
+// UnmarshalJSON reads a user's ID or "policy".
+func (a *DeciderRef) UnmarshalJSON(b []byte) error {
+	var s string
+	if json.Unmarshal(b, &s) == nil {
+		if s != "policy" {
+			return fmt.Errorf("store: decider %q is neither a user ID nor \"policy\"", s)
+		}
+		*a = DeciderRef{Policy: true}
+		return nil
+	}
+	var id int64
+	if err := json.Unmarshal(b, &id); err != nil {
+		return fmt.Errorf("store: decider: %w", err)
+	}
+	*a = DeciderRef{UserID: id}
+	return nil
+}
