@@ -184,7 +184,7 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, log
 // connections without using them cannot keep pages and health checks out;
 // it comes back on below three quarters. Connections are counted from
 // accept to close, so a stream that detached its connection from the
-// server (handlers/sse.go) still counts.
+// server (handlers/stream/writer.go) still counts.
 func capConnections(ln net.Listener, srv *http.Server, max int) *countedListener {
 	high, low := int64(max)*9/10, int64(max)*3/4
 	return &countedListener{Listener: netutil.LimitListener(ln, max), change: func(n int64, opened bool) {
