@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Audit actions: what the audit log records.
@@ -65,7 +64,7 @@ func ActorFrom(ctx context.Context) Actor {
 // audit records action on subject by ctx's actor, in tx, so the record
 // commits (or not) with the change it describes. Details must never hold a
 // secret.
-func audit(ctx context.Context, tx *sqlx.Tx, action, subject string, details map[string]any) error {
+func audit(ctx context.Context, tx *txn, action, subject string, details map[string]any) error {
 	a := ActorFrom(ctx)
 	if details == nil {
 		details = map[string]any{}

@@ -11,7 +11,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Approval is the request for a person's decision on a run's proposed
@@ -31,7 +30,7 @@ const approvalColumns = `id, run_id, requested_at, decision, decided_by, decided
 // run moves to awaiting_approval with action.proposed and
 // approval.requested. A second request for the same run is ErrAlreadyDone.
 func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal map[string]any) (*Run, error) {
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (run_id) VALUES ($1) ON CONFLICT (run_id) DO NOTHING`, r.ID)
 		if err != nil {
 			return "", nil, fmt.Errorf("store: request approval: %w", err)
@@ -127,7 +126,7 @@ func DeciderOf(ev Event) *Decider {
 
 // decidedBy is the payload of a decision event by userID, read under the
 // decision's transaction so it names the person as they were then.
-func decidedBy(ctx context.Context, tx *sqlx.Tx, userID int64, reason string) (deciderPayload, error) {
+func decidedBy(ctx context.Context, tx *txn, userID int64, reason string) (deciderPayload, error) {
 	pl := deciderPayload{By: json.RawMessage(strconv.FormatInt(userID, 10)), Reason: reason}
 	err := tx.QueryRowxContext(ctx, `SELECT role, name FROM users WHERE id = $1`, userID).Scan(&pl.ByRole, &pl.ByName)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -158,7 +157,7 @@ func (s *Store) ApproveBecause(ctx context.Context, runID uuid.UUID, approverID 
 		return Decision{}, err
 	}
 	var d Decision
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		var a Approval
 		err := tx.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1 FOR UPDATE`, r.ID)
 		switch {
@@ -240,7 +239,7 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 		return Decision{}, err
 	}
 	var d Decision
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if Terminal(r.State) {
 			d.Outcome = DecisionRunFinished
 			return "", nil, nil

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Login throttling counts failed attempts within LoginWindow three ways:
@@ -95,7 +94,7 @@ func loginThrottles(email, ip string) []throttle {
 func (s *Store) reserveLoginAttempt(ctx context.Context, email, ip string) (uuid.UUID, error) {
 	id := uuid.New()
 	throttles := loginThrottles(email, ip)
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		for _, t := range throttles {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(t.key))); err != nil {
 				return fmt.Errorf("store: lock login throttle: %w", err)
@@ -134,7 +133,7 @@ func (s *Store) reserveLoginAttempt(ctx context.Context, email, ip string) (uuid
 
 // knownAddress reports whether the account of email signed in from ip
 // within KnownAddressFor.
-func knownAddress(ctx context.Context, tx *sqlx.Tx, email, ip string) (bool, error) {
+func knownAddress(ctx context.Context, tx *txn, email, ip string) (bool, error) {
 	if ip == "" {
 		return false, nil
 	}
@@ -156,7 +155,7 @@ func knownAddress(ctx context.Context, tx *sqlx.Tx, email, ip string) (bool, err
 func (s *Store) loginSucceeded(ctx context.Context, u *User, email string, attempt uuid.UUID) error {
 	ip := ActorFrom(ctx).IP
 	ctx = WithActor(ctx, Actor{UserID: u.ID, IP: ip})
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM login_attempts WHERE attempt_id = $1 OR key = $2`,
 			attempt, accountAddressKey("account-address", email, ip)); err != nil {
 			return fmt.Errorf("store: forget login attempts: %w", err)
@@ -184,7 +183,7 @@ func (s *Store) loginFailed(ctx context.Context, u *User, email, reason string) 
 	} else if looksLikeEmail(email) {
 		details["email"] = email
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		return audit(ctx, tx, AuditLoginFailed, subject, details)
 	})
 }

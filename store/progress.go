@@ -9,7 +9,7 @@ import (
 
 // StateAfter is the run state an event records, "" for an event that leaves
 // the state as it was. Every state change appends its event in the same
-// transaction (see Mutate), so folding a log with StateAfter gives the state
+// transaction (see mutate), so folding a log with StateAfter gives the state
 // the run's row held at that seq.
 func StateAfter(eventType string) string {
 	switch eventType {

@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // StartWindow is the window a start rate limit counts starts over.
@@ -32,7 +30,7 @@ func (e *RateLimitedError) Unwrap() error { return e.Err }
 // runs in the last StartWindow. It holds a per-user advisory lock until the
 // transaction ends, so racing starts (from any process) are counted one
 // after the other and never exceed the limit. limit <= 0 means no limit.
-func checkStartRate(ctx context.Context, tx *sqlx.Tx, ownerID int64, limit int) error {
+func checkStartRate(ctx context.Context, tx *txn, ownerID int64, limit int) error {
 	if limit <= 0 {
 		return nil
 	}

@@ -42,8 +42,7 @@ type openAnswer struct {
 // openBatched is StreamOpen batched with the other streams opening at the
 // same moment.
 func (s *Store) openBatched(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
-	b := &s.opens
-	b.run(openReaders, maxOpenBatch, s.answerOpens)
+	b := s.opens
 	req := newOpenRequest(c)
 	req.done = make(chan openAnswer, 1)
 	if err := b.put(ctx, req); err != nil {
