@@ -196,7 +196,7 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	narrate(done, "A full refund is within policy, but at this amount an approver decides.")
 	_, err := a.store.RequestApproval(ctx, done.ID, map[string]any{"action": "refund", "order_id": done.OrderID, "amount": done.Amount, "currency": done.Currency})
 	must(err)
-	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), done.ID, approver.ID)
+	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), done.ID, approver.ID, "")
 	must(err)
 	op, err := a.store.SubmitOperation(ctx, done.ID)
 	must(err)

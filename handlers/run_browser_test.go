@@ -195,7 +195,7 @@ func (b *browserApp) waitState(t *testing.T, runID uuid.UUID, state string) {
 func (b *browserApp) approve(t *testing.T, runID uuid.UUID) {
 	t.Helper()
 	b.waitState(t, runID, store.StateAwaitingApproval)
-	if _, err := b.store.Approve(context.Background(), runID, b.approver.ID); err != nil {
+	if _, err := b.store.Approve(context.Background(), runID, b.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 }

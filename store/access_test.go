@@ -166,7 +166,7 @@ func TestAudit_RecordsWhoWhatAndWhere(t *testing.T) {
 		}
 	}
 	asApprover := store.WithActor(context.Background(), store.Actor{UserID: f.approver.ID, IP: "192.0.2.30"})
-	if _, err := s.Approve(asApprover, approved.ID, f.approver.ID); err != nil {
+	if _, err := s.Approve(asApprover, approved.ID, f.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	asCustomer := store.WithActor(context.Background(), store.Actor{UserID: f.customer.ID, IP: "192.0.2.40"})
@@ -246,7 +246,7 @@ func TestAudit_RefusedChangeLeavesNoRow(t *testing.T) {
 	f := newFixture(t)
 	run := f.start(t, "x", 100)
 	// Not waiting for approval: Approve is refused, and so must its audit row.
-	if d, err := f.s.Approve(context.Background(), run.ID, f.approver.ID); err != nil || !errors.Is(d.Why, store.ErrConflict) {
+	if d, err := f.s.Approve(context.Background(), run.ID, f.approver.ID, ""); err != nil || !errors.Is(d.Why, store.ErrConflict) {
 		t.Fatalf("approve = %+v, %v; want refused with a conflict", d, err)
 	}
 	if got := count(t, f.s, `SELECT count(*) FROM audit_log WHERE action = $1`, store.AuditRunApproved); got != 0 {

@@ -291,7 +291,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	_, err = e.s.RequestApproval(ctx, run, map[string]any{"action": "refund", "amount": 1, "currency": "EUR"})
 	must(err)
-	_, err = e.s.Approve(ctx, run, e.approver.ID)
+	_, err = e.s.Approve(ctx, run, e.approver.ID, "")
 	must(err)
 	op, err := e.s.SubmitOperation(ctx, run)
 	must(err)

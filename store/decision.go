@@ -144,15 +144,11 @@ func checkDecisionReason(reason string) error {
 }
 
 // Approve records approverID's approval of the run's pending request and
-// moves the run on to submitting. Refusals are outcomes, not errors: an
-// error means the decision could not be made at all.
-func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) (Decision, error) {
-	return s.ApproveBecause(ctx, runID, approverID, "")
-}
-
-// ApproveBecause is Approve with the approver's reason (may be empty),
-// stored with the decision in its event and its audit entry.
-func (s *Store) ApproveBecause(ctx context.Context, runID uuid.UUID, approverID int64, reason string) (Decision, error) {
+// moves the run on to submitting. The approver's reason may be empty; it
+// is stored with the decision in its event and its audit entry. Refusals
+// are outcomes, not errors: an error means the decision could not be made
+// at all.
+func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64, reason string) (Decision, error) {
 	if err := checkDecisionReason(reason); err != nil {
 		return Decision{}, err
 	}

@@ -31,12 +31,9 @@ func NewListener(url string, logger *slog.Logger) *Listener {
 	return &Listener{url: url, logger: logger, subs: map[string]map[*waker]struct{}{}}
 }
 
-// AllRuns is the topic woken by an append to any run. Workers wait on Work
-// instead: most appends are narration, which is never work.
-const AllRuns = "runs"
-
 // Work is the topic woken when a run may have become due (ChannelWork):
 // workers wait on it, and on their own poll for retries and expired leases.
+// Not on ChannelEvents: most appends are narration, which is never work.
 const Work = "work"
 
 // Queue is the topic woken when the approval queue changes (ChannelQueue).
@@ -98,7 +95,6 @@ func (l *Listener) dispatch(n *pq.Notification) {
 	case ChannelEvents:
 		runID, _, _ := strings.Cut(n.Extra, ":")
 		wakeAll(l.subs[RunTopic(runID)])
-		wakeAll(l.subs[AllRuns])
 	case ChannelGrants:
 		wakeAll(l.subs[UserTopic(n.Extra)])
 	case ChannelWork:

@@ -166,13 +166,3 @@ func readQueue(ctx context.Context, tx *sqlx.Tx, after int64, limit int) (*Queue
 	}
 	return p, nil
 }
-
-// QueueVersion is the queue's current version: cheap, for a stream that
-// only needs to know whether anything changed.
-func (s *Store) QueueVersion(ctx context.Context) (int64, error) {
-	var v int64
-	if err := s.db.GetContext(ctx, &v, `SELECT version FROM queue_head`); err != nil {
-		return 0, fmt.Errorf("store: queue version: %w", err)
-	}
-	return v, nil
-}

@@ -77,14 +77,14 @@ func TestApprovalQueue_FollowsRuns(t *testing.T) {
 		t.Errorf("version after narration = %d, want 3", v)
 	}
 
-	if d, err := f.s.Approve(ctx, a.ID, f.approver.ID); err != nil || d.Outcome != store.DecisionAccepted {
+	if d, err := f.s.Approve(ctx, a.ID, f.approver.ID, ""); err != nil || d.Outcome != store.DecisionAccepted {
 		t.Fatalf("approve: %v, %v", d.Outcome, err)
 	}
 	if d, err := f.s.RequestCancel(ctx, b.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionAccepted {
 		t.Fatalf("cancel: %v, %v", d.Outcome, err)
 	}
 	// A repeat changes nothing.
-	if _, err := f.s.Approve(ctx, a.ID, f.approver.ID); err != nil {
+	if _, err := f.s.Approve(ctx, a.ID, f.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	p = mustQueue(t, f.s, 0, 10)
