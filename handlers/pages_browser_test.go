@@ -13,6 +13,7 @@ import (
 
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 )
 
@@ -76,7 +77,7 @@ func TestBrowser_EveryPageFits(t *testing.T) {
 			// a few pages and their full-page screenshots.
 			ctx := browsertest.NewWithTimeout(t, 4*time.Minute)
 			if role.email != "" {
-				if err := browsertest.Login(ctx, a.srv.URL, role.email, store.DemoPassword); err != nil {
+				if err := browsertest.Login(ctx, a.srv.URL, role.email, devdb.DemoPassword); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -235,7 +236,7 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	run := a.startRun(t, "customer@example.com", 100)
 	ctx := browsertest.New(t)
-	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	state := `document.querySelector('#run-row-` + run.ID.String() + ` .state').textContent`

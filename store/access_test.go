@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -21,7 +22,7 @@ func from(ip string) context.Context {
 func seeded(t *testing.T) *store.Store {
 	t.Helper()
 	s := storetest.MustOpen(t)
-	if err := s.SeedDemo(context.Background()); err != nil {
+	if err := devdb.SeedDemo(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -38,10 +39,10 @@ func TestAuthenticate_ThrottledPerAccount(t *testing.T) {
 			t.Fatalf("attempt %d: err = %v, want ErrBadCredentials", i+1, err)
 		}
 	}
-	if _, err := s.Authenticate(from("198.51.100.1"), "Customer@Example.com", store.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
+	if _, err := s.Authenticate(from("198.51.100.1"), "Customer@Example.com", devdb.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
 		t.Errorf("right password over the account's limit: err = %v, want ErrTooManyAttempts", err)
 	}
-	if _, err := s.Authenticate(from("192.0.2.0"), "customer2@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from("192.0.2.0"), "customer2@example.com", devdb.DemoPassword); err != nil {
 		t.Errorf("another account from a used address: %v, want a login", err)
 	}
 	if got := count(t, s, `SELECT count(*) FROM login_attempts WHERE at > now() - interval '1 minute' AND key = sha256('account:customer@example.com')`); got != store.LoginAttemptsPerAccount {
@@ -59,10 +60,10 @@ func TestAuthenticate_ThrottledPerAddress(t *testing.T) {
 			t.Fatalf("attempt %d: err = %v, want ErrBadCredentials", i+1, err)
 		}
 	}
-	if _, err := s.Authenticate(from(ip), "customer@example.com", store.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
+	if _, err := s.Authenticate(from(ip), "customer@example.com", devdb.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
 		t.Errorf("right password over the address's limit: err = %v, want ErrTooManyAttempts", err)
 	}
-	if _, err := s.Authenticate(from("203.0.113.8"), "customer@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from("203.0.113.8"), "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Errorf("same account from another address: %v, want a login", err)
 	}
 	var stored int
@@ -108,7 +109,7 @@ func TestAuthenticate_SuccessForgivesEarlierFailures(t *testing.T) {
 				t.Fatalf("round %d: err = %v, want ErrBadCredentials", round, err)
 			}
 		}
-		if _, err := s.Authenticate(ctx, "support@example.com", store.DemoPassword); err != nil {
+		if _, err := s.Authenticate(ctx, "support@example.com", devdb.DemoPassword); err != nil {
 			t.Fatalf("round %d: login: %v", round, err)
 		}
 	}
