@@ -587,7 +587,7 @@ func QueueCard(it *store.QueueItem) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		for _, c := range it.Checks() {
+		for _, c := range queueChecks(it) {
 			if c.OK {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<li class=\"check-ok\"><span aria-hidden=\"true\">✓ </span><span class=\"sr-only\">Passed: </span>")
 				if templ_7745c5c3_Err != nil {
