@@ -214,14 +214,14 @@ func TestAudit_RecordsWhoWhatAndWhere(t *testing.T) {
 // back: by action, and newest first.
 func wantAuditLogReads(t *testing.T, s *store.Store) {
 	t.Helper()
-	entries, err := s.AuditLog(context.Background(), store.AuditLogin, 10)
+	entries, err := s.AuditLogBefore(context.Background(), store.AuditLogin, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(entries) != 1 || entries[0].ActorEmail.String != "c@example.com" {
-		t.Errorf("AuditLog(login) = %+v, want the one login by c@example.com", entries)
+		t.Errorf("AuditLogBefore(login) = %+v, want the one login by c@example.com", entries)
 	}
-	all, err := s.AuditLog(context.Background(), "", 3)
+	all, err := s.AuditLogBefore(context.Background(), "", 0, 3)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,14 +102,10 @@ type AuditEntry struct {
 	Details      json.RawMessage `db:"details"`
 }
 
-// AuditLog returns the newest entries first, at most limit of them, only
-// those of action when it is not empty.
-func (s *Store) AuditLog(ctx context.Context, action string, limit int) ([]AuditEntry, error) {
-	return s.AuditLogBefore(ctx, action, 0, limit)
-}
-
-// AuditLogBefore is AuditLog from the entry before the one with ID before
-// (0: from the newest), for reading the log a page at a time.
+// AuditLogBefore returns the newest entries first, at most limit of them,
+// only those of action when it is not empty, from the entry before the one
+// with ID before (0: from the newest), for reading the log a page at a
+// time.
 func (s *Store) AuditLogBefore(ctx context.Context, action string, before int64, limit int) ([]AuditEntry, error) {
 	entries := []AuditEntry{}
 	err := s.db.SelectContext(ctx, &entries, `SELECT a.id, a.at, a.actor_id, u.email AS actor_email,

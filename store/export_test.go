@@ -43,3 +43,9 @@ func (s *Store) StreamOpenBatch(creds []StreamCredential) (users []*User, runs [
 func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, fn func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error)) (*Run, []Event, error) {
 	return s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) { return fn(tx.Tx, r) })
 }
+
+// StartWindow is startWindow, for the rate limit's tests.
+const StartWindow = startWindow
+
+// StateAfter is stateAfter, for tests of the states events record.
+func StateAfter(eventType string) string { return stateAfter(eventType) }

@@ -23,7 +23,7 @@ import (
 //     on guesses at one password, however many addresses the guesser has.
 //
 // The account-wide budget is not enforced for an address the account has
-// signed in from within KnownAddressFor. That is what keeps a guesser
+// signed in from within knownAddressFor. That is what keeps a guesser
 // elsewhere from locking the owner out: the owner's usual address is only
 // ever held back by failures of its own. Everyone else waits once the
 // budget is spent, the right password included, because checking a
@@ -43,7 +43,7 @@ const (
 	LoginAttemptsPerAddress        = 20
 	LoginAttemptsPerAccount        = 10
 	LoginWindow                    = time.Minute
-	KnownAddressFor                = 30 * 24 * time.Hour
+	knownAddressFor                = 30 * 24 * time.Hour
 )
 
 // ErrTooManyAttempts refuses a login attempt before the password is looked
@@ -132,7 +132,7 @@ func (s *Store) reserveLoginAttempt(ctx context.Context, email, ip string) (uuid
 }
 
 // knownAddress reports whether the account of email signed in from ip
-// within KnownAddressFor.
+// within knownAddressFor.
 func knownAddress(ctx context.Context, tx *txn, email, ip string) (bool, error) {
 	if ip == "" {
 		return false, nil
@@ -140,7 +140,7 @@ func knownAddress(ctx context.Context, tx *txn, email, ip string) (bool, error) 
 	var known bool
 	if err := tx.GetContext(ctx, &known, `SELECT EXISTS (SELECT 1 FROM login_known_addresses
         WHERE key = $1 AND last_login > now() - make_interval(secs => $2))`,
-		accountAddressKey("known", email, ip), KnownAddressFor.Seconds()); err != nil {
+		accountAddressKey("known", email, ip), knownAddressFor.Seconds()); err != nil {
 		return false, fmt.Errorf("store: known login address: %w", err)
 	}
 	return known, nil
@@ -166,7 +166,7 @@ func (s *Store) loginSucceeded(ctx context.Context, u *User, email string, attem
 				return fmt.Errorf("store: remember login address: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM login_known_addresses
-                WHERE last_login < now() - make_interval(secs => $1)`, KnownAddressFor.Seconds()); err != nil {
+                WHERE last_login < now() - make_interval(secs => $1)`, knownAddressFor.Seconds()); err != nil {
 				return fmt.Errorf("store: prune login addresses: %w", err)
 			}
 		}

@@ -15,15 +15,15 @@ import (
 const (
 	// ChannelEvents carries "<run_id>:<seq>" for every committed append.
 	ChannelEvents = "refundd_events"
-	// ChannelGrants carries the id of a user whose grants or status changed.
-	ChannelGrants = "refundd_grants"
-	// ChannelWork says a run may have become due for a worker (a start, an
+	// channelGrants carries the id of a user whose grants or status changed.
+	channelGrants = "refundd_grants"
+	// channelWork says a run may have become due for a worker (a start, an
 	// approval, a cancel). Kept apart from ChannelEvents so narration, the
 	// bulk of appends, never wakes a worker.
-	ChannelWork = "refundd_work"
-	// ChannelQueue carries the approval queue's new version whenever a run
+	channelWork = "refundd_work"
+	// channelQueue carries the approval queue's new version whenever a run
 	// joins or leaves it (the queue_track trigger sends it).
-	ChannelQueue = "refundd_queue"
+	channelQueue = "refundd_queue"
 )
 
 // A transaction that NOTIFYs takes one lock for the whole database at
@@ -43,7 +43,7 @@ type notice struct{ channel, payload string }
 // notifyWork wakes workers once tx commits, not before: a worker woken
 // earlier would find nothing to claim.
 func notifyWork(_ context.Context, tx *txn) error {
-	tx.noteAfterCommit(notice{ChannelWork, ""})
+	tx.noteAfterCommit(notice{channelWork, ""})
 	return nil
 }
 

@@ -15,7 +15,7 @@ import (
 // awaiting_approval, with no cancel asked for. A trigger (migration 00008)
 // keeps it in queue_entries in the transaction that changes the run, and
 // counts every change in queue_head.version, which commits in order and
-// NOTIFYs ChannelQueue. A reader that showed version N and reads version H
+// NOTIFYs channelQueue. A reader that showed version N and reads version H
 // has missed nothing in between: the version is the queue stream's cursor.
 
 // QueueItem is one run in the approval queue, with the facts an approver

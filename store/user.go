@@ -172,7 +172,7 @@ func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on boo
 		if err != nil {
 			return fmt.Errorf("store: set grant: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channelGrants, fmt.Sprint(userID)); err != nil {
 			return fmt.Errorf("store: notify grant: %w", err)
 		}
 		if n, err := affected(res, "set grant"); err != nil || n == 0 {

@@ -114,7 +114,7 @@ func (s *Store) SetDisabled(ctx context.Context, userID int64, disabled bool) er
 // notifyUser tells live streams that what userID may see may have changed;
 // delivered at commit.
 func notifyUser(ctx context.Context, tx *txn, userID int64) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channelGrants, fmt.Sprint(userID)); err != nil {
 		return fmt.Errorf("store: notify user: %w", err)
 	}
 	return nil
