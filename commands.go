@@ -18,6 +18,7 @@ import (
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -48,7 +49,7 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	if err := st.SeedDemo(ctx); err != nil {
+	if err := devdb.SeedDemo(ctx, st); err != nil {
 		return err
 	}
 	listener, err := startListener(ctx, st, logger)
@@ -72,8 +73,8 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	return serveHTTP(ctx, e, cfg.Addr, cfg.MaxConnections, logger, func(url string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
 		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n\n", cfg.ProviderURL, cfg.ProviderURL)
-		fmt.Fprintf(stdout, "Demo logins, password %q:\n", store.DemoPassword)
-		for _, d := range store.DemoUsers {
+		fmt.Fprintf(stdout, "Demo logins, password %q:\n", devdb.DemoPassword)
+		for _, d := range devdb.DemoUsers {
 			fmt.Fprintf(stdout, "  %-24s %s\n", d.Email, d.Role)
 		}
 		if cfg.DatabaseURL == "" {

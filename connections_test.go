@@ -15,7 +15,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/internal/devdb"
 )
 
 // TestServe_CapsKeepPagesAnswering: with streams at MAX_STREAMS and the
@@ -27,7 +27,7 @@ func TestServe_CapsKeepPagesAnswering(t *testing.T) {
 	p := startSeededServe(t, map[string]string{"MAX_CONNECTIONS": "12", "MAX_STREAMS": "4", "MAX_STREAMS_PER_USER": "4"})
 	c := newClient(t)
 	c.Transport = &http.Transport{}
-	if res, err := c.PostForm(p.url+"/login", url.Values{"email": {"customer@example.com"}, "password": {store.DemoPassword}}); err != nil {
+	if res, err := c.PostForm(p.url+"/login", url.Values{"email": {"customer@example.com"}, "password": {devdb.DemoPassword}}); err != nil {
 		t.Fatal(err)
 	} else {
 		res.Body.Close()

@@ -147,7 +147,7 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 
 	worker := spawn(t, env, "worker running", "worker")
 	testkit.WaitRunState(t, st, run.ID, store.StateAwaitingApproval, 30*time.Second)
-	if _, err := st.Approve(ctx, run.ID, approver.ID); err != nil {
+	if _, err := st.Approve(ctx, run.ID, approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitUntil(t, "the provider to commit the refund", 30*time.Second, func() bool {

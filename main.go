@@ -15,7 +15,7 @@ import (
 	"os/signal"
 	"syscall"
 
-	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/internal/devdb"
 )
 
 const usage = `usage: refundd <command>
@@ -97,8 +97,8 @@ func exitCode(name string, err error, stderr io.Writer) int {
 	case errors.As(err, &ue):
 		fmt.Fprintf(stderr, "refundd %s: %s\n", name, ue.msg)
 		return 2
-	case errors.Is(err, store.ErrNoPostgres):
-		fmt.Fprintf(stderr, "refundd %s: %v\n", name, store.ErrNoPostgres)
+	case errors.Is(err, devdb.ErrNoPostgres):
+		fmt.Fprintf(stderr, "refundd %s: %v\n", name, devdb.ErrNoPostgres)
 		return 1
 	default:
 		fmt.Fprintf(stderr, "refundd %s: %v\n", name, err)

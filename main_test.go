@@ -18,7 +18,7 @@ import (
 	"github.com/chromedp/chromedp"
 
 	"github.com/refundd/refundd/internal/browsertest"
-	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store/storetest"
 )
 
@@ -122,7 +122,7 @@ func TestBrowser_CustomerLogsInAndSeesHome(t *testing.T) {
 	p := startSeededServe(t, nil)
 
 	ctx := browsertest.New(t)
-	if err := browsertest.Login(ctx, p.url, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(ctx, p.url, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	whoami, err := chromedp.Run(ctx, chromedp.Text(chromedp.CSS("#whoami")))
@@ -167,7 +167,7 @@ func TestDev_PrivateClusterLifecycle(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			p := start(t, env, "dev")
 			client := newClient(t)
-			form := url.Values{"email": {"customer@example.com"}, "password": {store.DemoPassword}}
+			form := url.Values{"email": {"customer@example.com"}, "password": {devdb.DemoPassword}}
 			res, err := client.PostForm(p.url+"/login", form)
 			if err != nil {
 				t.Fatal(err)
@@ -289,7 +289,7 @@ func traversableTempDir(t *testing.T) string {
 func startSeededServe(t *testing.T, env map[string]string) *program {
 	t.Helper()
 	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(context.Background()); err != nil {
+	if err := devdb.SeedDemo(context.Background(), st); err != nil {
 		t.Fatal(err)
 	}
 	all := map[string]string{"DATABASE_URL": st.URL(), "SESSION_KEY": testSessionKey, "ADDR": "127.0.0.1:0"}

@@ -27,6 +27,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 )
@@ -36,7 +37,7 @@ import (
 // see. It follows storetest's discipline: the folder is named like its
 // clusters and holds owner.pid, so a later test process reaps it if this
 // one dies before its cleanup (a test timeout's panic skips cleanups).
-func soakCluster(t *testing.T) *store.Cluster {
+func soakCluster(t *testing.T) *devdb.Cluster {
 	t.Helper()
 	base := "/dev/shm"
 	if st, err := os.Stat(base); err != nil || !st.IsDir() {
@@ -53,7 +54,7 @@ func soakCluster(t *testing.T) *store.Cluster {
 	if err := os.Chmod(dir, 0o755); err != nil {
 		t.Fatal(err)
 	}
-	c, err := store.NewCluster(dir, 5432)
+	c, err := devdb.NewCluster(dir, 5432)
 	if err != nil {
 		t.Fatal(err)
 	}

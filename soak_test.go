@@ -33,6 +33,7 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -61,7 +62,7 @@ type soakProc struct {
 // shared with the clients.
 type soakHarness struct {
 	t        *testing.T
-	cluster  *store.Cluster
+	cluster  *devdb.Cluster
 	st       *store.Store
 	db       *sqlx.DB
 	env      []string
@@ -104,7 +105,7 @@ func newSoakHarness(t *testing.T) *soakHarness {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.db.Close() })
-	if err := h.st.SeedDemo(ctx); err != nil {
+	if err := devdb.SeedDemo(ctx, h.st); err != nil {
 		t.Fatal(err)
 	}
 	h.procs["provider"] = &soakProc{args: []string{"provider"}, ready: "simulated payment provider running"}

@@ -21,6 +21,7 @@ import (
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -31,7 +32,7 @@ import (
 // call started it; it uses its own deadline, so it works after ctx ended.
 func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, func(), error) {
 	if cfg.DatabaseURL == "" {
-		return store.OpenPrivate(ctx, cfg.DataDir, logger)
+		return devdb.OpenPrivate(ctx, cfg.DataDir, logger)
 	}
 	st, err := store.Open(ctx, cfg.DatabaseURL, store.PoolSize(cfg.DBPoolSize))
 	if err != nil {

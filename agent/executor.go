@@ -24,10 +24,12 @@ import (
 	"github.com/refundd/refundd/store"
 )
 
-// Config tunes an Executor. Zero values take the defaults.
+// Config tunes an Executor. Zero values take the defaults, except
+// Concurrency, which has none here: the process's default lives with its
+// other settings (WORKER_SLOTS in config.go), and New refuses zero.
 type Config struct {
 	WorkerID    string        // names this process in leases; default host-pid
-	Concurrency int           // runs worked on at once; default 4
+	Concurrency int           // runs worked on at once; at least 1
 	Lease       time.Duration // default 3s, renewed every third of it; a dead worker's runs resume this much later
 	Poll        time.Duration // look for work at least this often; default 1s
 	// ApprovalThreshold: refunds of at least this many minor units need an
@@ -52,7 +54,6 @@ func (c *Config) fill() {
 	// Without a hostname the ID stays unique by its pid and random suffix.
 	host, _ := os.Hostname()
 	c.WorkerID = cmp.Or(c.WorkerID, fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8]))
-	c.Concurrency = cmp.Or(c.Concurrency, 4)
 	c.Lease = cmp.Or(c.Lease, 3*time.Second)
 	c.Poll = cmp.Or(c.Poll, time.Second)
 	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, 5*time.Second)
@@ -84,8 +85,13 @@ type Executor struct {
 // Claims counts the claim queries this executor has sent, found work or not.
 func (e *Executor) Claims() int64 { return e.claims.Load() }
 
-// New builds an executor. listener may be nil (then it polls).
+// New builds an executor. listener may be nil (then it polls). A Config
+// without Concurrency is a programming error, and New panics saying so:
+// an executor with no slots would start and never work.
 func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narrator, listener *store.Listener, logger *slog.Logger) *Executor {
+	if cfg.Concurrency < 1 {
+		panic(fmt.Sprintf("agent: Config.Concurrency is %d, want at least 1 (WORKER_SLOTS)", cfg.Concurrency))
+	}
 	cfg.fill()
 	if narrator == nil {
 		narrator = Builtin{Delay: cfg.NarrationDelay}

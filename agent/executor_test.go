@@ -110,7 +110,7 @@ func TestExecutor_HappyPathWithApproval(t *testing.T) {
 	if got := len(e.ledger()); got != 0 {
 		t.Fatalf("provider ledger has %d refunds before approval, want 0", got)
 	}
-	if _, err := e.s.Approve(context.Background(), run.ID, e.approver.ID); err != nil {
+	if _, err := e.s.Approve(context.Background(), run.ID, e.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	e.waitState(run.ID, store.StateCompleted)
@@ -261,7 +261,7 @@ func TestExecutor_CancelAfterProviderCommitIsTooLate(t *testing.T) {
 	ctx := context.Background()
 	run := e.start(700)
 	e.waitState(run.ID, store.StateAwaitingApproval)
-	if _, err := e.s.Approve(ctx, run.ID, e.approver.ID); err != nil {
+	if _, err := e.s.Approve(ctx, run.ID, e.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	testkit.WaitUntil(t, "the provider to commit the refund", 20*time.Second, func() bool { return len(e.ledger()) == 1 })

@@ -56,7 +56,7 @@ func TestExecutor_NarrationDoesNotWakeWorkers(t *testing.T) {
 		}
 		return !held
 	})
-	if d, err := e.s.Approve(context.Background(), r.ID, e.approver.ID); err != nil || d.Outcome != store.DecisionAccepted {
+	if d, err := e.s.Approve(context.Background(), r.ID, e.approver.ID, ""); err != nil || d.Outcome != store.DecisionAccepted {
 		t.Fatalf("approve: %+v, %v", d, err)
 	}
 	decisions++

@@ -12,6 +12,7 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 )
 
@@ -33,7 +34,7 @@ func TestLogin_RateLimitedPerAccount(t *testing.T) {
 		r := a.post(t, a.client(t), "/login", url.Values{"email": {"approver@example.com"}, "password": {fmt.Sprint("guess", i)}})
 		wantStatus(t, r, http.StatusUnauthorized)
 	}
-	r := a.post(t, a.client(t), "/login", url.Values{"email": {"approver@example.com"}, "password": {store.DemoPassword}})
+	r := a.post(t, a.client(t), "/login", url.Values{"email": {"approver@example.com"}, "password": {devdb.DemoPassword}})
 	wantStatus(t, r, http.StatusTooManyRequests)
 	if got := r.doc(t).Find("#login-error").Text(); !strings.Contains(got, "Too many attempts; wait a minute") {
 		t.Errorf("#login-error = %q, want it to say to wait a minute", got)
@@ -62,7 +63,7 @@ func TestLogin_RateLimitedPerAddress(t *testing.T) {
 			t.Fatalf("#login-error = %q, want only 'wrong email or password'", got)
 		}
 	}
-	r := a.post(t, a.client(t), "/login", url.Values{"email": {"customer@example.com"}, "password": {store.DemoPassword}})
+	r := a.post(t, a.client(t), "/login", url.Values{"email": {"customer@example.com"}, "password": {devdb.DemoPassword}})
 	wantStatus(t, r, http.StatusTooManyRequests)
 	if !strings.Contains(r.body, "Too many attempts; wait a minute") {
 		t.Errorf("429 page does not say to wait a minute:\n%s", r.body)

@@ -336,7 +336,7 @@ func TestAPIShowRun(t *testing.T) {
 	if _, err := a.store.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID); err != nil {
+	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	op, err := a.store.SubmitOperation(ctx, run.ID)

@@ -14,7 +14,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
-	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/internal/devdb"
 )
 
 // TestBrowser_StreamCapBacksOff: a run page whose stream is refused at the
@@ -42,7 +42,7 @@ func TestBrowser_StreamCapBacksOff(t *testing.T) {
 	held := a.open(t, a.customerClient(t), jsonStreamPath(a.run.ID, "1"), "")
 
 	ctx := browsertest.New(t)
-	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/runs/"+a.run.ID.String()),

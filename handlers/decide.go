@@ -51,7 +51,7 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 	if u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyApprovers)
 	}
-	d, err := h.store.ApproveBecause(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
+	d, err := h.store.Approve(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
 		return nil, err
 	}

@@ -243,7 +243,7 @@ func TestCancel_TooLate(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	ctx := context.Background()
 	run := a.awaitingApproval(t, "customer@example.com")
-	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID); err != nil {
+	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.store.SubmitOperation(ctx, run.ID); err != nil {

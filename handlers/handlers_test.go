@@ -24,6 +24,7 @@ import (
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/static"
@@ -93,7 +94,7 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 	}
 	ctx := context.Background()
 	st := storetest.MustOpen(t)
-	if err := st.SeedDemo(ctx); err != nil {
+	if err := devdb.SeedDemo(ctx, st); err != nil {
 		t.Fatal(err)
 	}
 	a := &app{store: st, db: storetest.DB(t, st)}
@@ -209,7 +210,7 @@ func (a *app) post(t testing.TB, c *http.Client, path string, form url.Values) r
 
 func (a *app) login(t testing.TB, c *http.Client, email string) {
 	t.Helper()
-	r := a.post(t, c, "/login", url.Values{"email": {email}, "password": {store.DemoPassword}})
+	r := a.post(t, c, "/login", url.Values{"email": {email}, "password": {devdb.DemoPassword}})
 	if r.status != http.StatusSeeOther {
 		t.Fatalf("login as %s: status %d, want 303", email, r.status)
 	}

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
@@ -169,7 +170,7 @@ func newStalledApp(t *testing.T, cfg handlers.Config) *stalledApp {
 	t.Helper()
 	ctx := context.Background()
 	direct := storetest.MustOpen(t)
-	if err := direct.SeedDemo(ctx); err != nil {
+	if err := devdb.SeedDemo(ctx, direct); err != nil {
 		t.Fatal(err)
 	}
 	proxy, proxied := newStallProxy(t, direct.URL())

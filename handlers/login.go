@@ -11,6 +11,7 @@ import (
 
 	"github.com/labstack/echo/v4"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
@@ -131,7 +132,7 @@ func (h *Handler) logout(c echo.Context) error {
 func (h *Handler) loginPage(email, problem, next string) views.LoginForm {
 	f := views.LoginForm{Email: email, Error: problem, Next: next}
 	if h.cfg.DemoLogins {
-		f.DemoLogins = store.DemoUsers
+		f.DemoLogins = devdb.DemoUsers
 	}
 	return f
 }

@@ -6,7 +6,7 @@ import (
 	"testing"
 
 	"github.com/refundd/refundd/handlers"
-	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/internal/devdb"
 )
 
 // TestLogin_ReturnsToTheAskedPage: a visitor sent to the login page from a
@@ -29,7 +29,7 @@ func TestLogin_ReturnsToTheAskedPage(t *testing.T) {
 	if got := wrong.doc(t).Find(`input[name="next"]`).AttrOr("value", ""); got != next {
 		t.Errorf("after a wrong password next = %q, want it kept", got)
 	}
-	ok := a.post(t, c, "/login", url.Values{"email": {"support@example.com"}, "password": {store.DemoPassword}, "next": {next}})
+	ok := a.post(t, c, "/login", url.Values{"email": {"support@example.com"}, "password": {devdb.DemoPassword}, "next": {next}})
 	wantRedirect(t, ok, "/support/runs?state=completed")
 
 	t.Run("signed in already", func(t *testing.T) {
@@ -64,7 +64,7 @@ func TestLogin_RefusesForeignNext(t *testing.T) {
 			if n := page.doc(t).Find(`input[name="next"]`).Length(); n != 0 {
 				t.Errorf("the form carries next %q", page.doc(t).Find(`input[name="next"]`).AttrOr("value", ""))
 			}
-			r := a.post(t, c, "/login", url.Values{"email": {"customer@example.com"}, "password": {store.DemoPassword}, "next": {next}})
+			r := a.post(t, c, "/login", url.Values{"email": {"customer@example.com"}, "password": {devdb.DemoPassword}, "next": {next}})
 			wantRedirect(t, r, "/")
 		})
 	}

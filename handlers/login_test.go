@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 )
 
@@ -61,12 +62,12 @@ func TestLogin_OtherAddressCannotLockOutOwner(t *testing.T) {
 		t.Errorf("guesses checked from one address = %d, want %d", got, want)
 	}
 	owner := a.clientFrom(t, "127.0.0.2")
-	wantRedirect(t, a.post(t, owner, "/login", loginForm("customer@example.com", store.DemoPassword)), "/")
+	wantRedirect(t, a.post(t, owner, "/login", loginForm("customer@example.com", devdb.DemoPassword)), "/")
 	if got := a.get(t, owner, "/").doc(t).Find("#whoami").Text(); !strings.Contains(got, "customer@example.com") {
 		t.Errorf("#whoami = %q, want the owner signed in", got)
 	}
 	// The attacker's address is still held for that account.
-	wantStatus(t, a.post(t, attacker, "/login", loginForm("customer@example.com", store.DemoPassword)), http.StatusTooManyRequests)
+	wantStatus(t, a.post(t, attacker, "/login", loginForm("customer@example.com", devdb.DemoPassword)), http.StatusTooManyRequests)
 }
 
 // TestLogin_GuessesFromManyAddressesBounded: one wrong guess each from
@@ -77,7 +78,7 @@ func TestLogin_GuessesFromManyAddressesBounded(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{})
 	owner := a.clientFrom(t, "127.0.0.2")
-	wantRedirect(t, a.post(t, owner, "/login", loginForm("customer@example.com", store.DemoPassword)), "/")
+	wantRedirect(t, a.post(t, owner, "/login", loginForm("customer@example.com", devdb.DemoPassword)), "/")
 	wantRedirect(t, a.post(t, owner, "/logout", nil), "/login")
 
 	checked, refused := 0, 0
@@ -105,9 +106,9 @@ func TestLogin_GuessesFromManyAddressesBounded(t *testing.T) {
 	// Even the right password from a new address is not checked now: a
 	// check is a guess, and the budget is spent.
 	fresh := a.clientFrom(t, "127.0.2.1")
-	wantStatus(t, a.post(t, fresh, "/login", loginForm("customer@example.com", store.DemoPassword)), http.StatusTooManyRequests)
+	wantStatus(t, a.post(t, fresh, "/login", loginForm("customer@example.com", devdb.DemoPassword)), http.StatusTooManyRequests)
 	// The owner's known address is not held up by anyone else's failures.
-	wantRedirect(t, a.post(t, owner, "/login", loginForm("customer@example.com", store.DemoPassword)), "/")
+	wantRedirect(t, a.post(t, owner, "/login", loginForm("customer@example.com", devdb.DemoPassword)), "/")
 }
 
 // TestLogin_BadBytesInEmail: a NUL byte or invalid UTF-8 in the email is
@@ -122,7 +123,7 @@ func TestLogin_BadBytesInEmail(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			r := a.post(t, a.client(t), "/login", loginForm(tc.email, store.DemoPassword))
+			r := a.post(t, a.client(t), "/login", loginForm(tc.email, devdb.DemoPassword))
 			wantStatus(t, r, http.StatusUnprocessableEntity)
 			if got := r.doc(t).Find("#login-error").Text(); !strings.Contains(got, "email") {
 				t.Errorf("#login-error = %q, want it to say what is wrong with the email", got)

@@ -17,6 +17,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 )
@@ -226,7 +227,7 @@ func newMxApp(t *testing.T) *mxApp {
 	st := m.store
 	// The revoked customer had refund_access, started a refund, then lost
 	// the grant.
-	revoked, err := st.CreateUser(ctx, "revoked@example.com", "Rory Revoked", store.RoleCustomer, store.DemoPassword, store.GrantRefundAccess)
+	revoked, err := st.CreateUser(ctx, "revoked@example.com", "Rory Revoked", store.RoleCustomer, devdb.DemoPassword, store.GrantRefundAccess)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -373,7 +374,7 @@ func mxRunCell(eventType string, askApproval bool) mxCellFunc {
 func mxLogin(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mxCell {
 	email, password := "customer@example.com", "not the password"
 	if u := m.users[who]; u != nil && who != mxToken {
-		email, password = u.Email, store.DemoPassword
+		email, password = u.Email, devdb.DemoPassword
 	}
 	return &mxCell{path: "/login", form: url.Values{"email": {email}, "password": {password}},
 		changed: func(t *testing.T) bool { return m.get(t, client, "/").status == http.StatusOK }}

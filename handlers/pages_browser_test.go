@@ -13,6 +13,7 @@ import (
 
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 )
 
@@ -76,7 +77,7 @@ func TestBrowser_EveryPageFits(t *testing.T) {
 			// a few pages and their full-page screenshots.
 			ctx := browsertest.NewWithTimeout(t, 4*time.Minute)
 			if role.email != "" {
-				if err := browsertest.Login(ctx, a.srv.URL, role.email, store.DemoPassword); err != nil {
+				if err := browsertest.Login(ctx, a.srv.URL, role.email, devdb.DemoPassword); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -196,7 +197,7 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	narrate(done, "A full refund is within policy, but at this amount an approver decides.")
 	_, err := a.store.RequestApproval(ctx, done.ID, store.ActionProposed{Action: "refund", OrderID: done.OrderID, Amount: done.Amount, Currency: done.Currency})
 	must(err)
-	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), done.ID, approver.ID)
+	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), done.ID, approver.ID, "")
 	must(err)
 	op, err := a.store.SubmitOperation(ctx, done.ID)
 	must(err)
@@ -236,7 +237,7 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	run := a.startRun(t, "customer@example.com", 100)
 	ctx := browsertest.New(t)
-	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	state := `document.querySelector('#run-row-` + run.ID.String() + ` .state').textContent`

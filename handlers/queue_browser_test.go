@@ -10,6 +10,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
@@ -42,7 +43,7 @@ const queueLive = `document.getElementById('stream-indicator')?.dataset.state ==
 func TestQueueBrowser_TwoApprovers(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{Stream: stream.Config{Retry: 200 * time.Millisecond}}, withListener())
-	if _, err := a.store.CreateUser(context.Background(), "approver2@example.com", "Ada Approver", store.RoleApprover, store.DemoPassword); err != nil {
+	if _, err := a.store.CreateUser(context.Background(), "approver2@example.com", "Ada Approver", store.RoleApprover, devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	first := a.queued(t, "customer2@example.com", 1250)
@@ -58,7 +59,7 @@ func TestQueueBrowser_TwoApprovers(t *testing.T) {
 		ctx   context.Context
 		email string
 	}{{one, "approver@example.com"}, {two, "approver2@example.com"}} {
-		if err := browsertest.Login(s.ctx, a.srv.URL, s.email, store.DemoPassword); err != nil {
+		if err := browsertest.Login(s.ctx, a.srv.URL, s.email, devdb.DemoPassword); err != nil {
 			t.Fatal(err)
 		}
 		waitFor(t, s.ctx, s.email+"'s queue to be live with both cards",

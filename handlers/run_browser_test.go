@@ -18,6 +18,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -45,7 +46,7 @@ func newBrowserApp(t *testing.T, narrator *gatedNarrator, faults payments.Faults
 	b.streamApp = &streamApp{app: a, customer: a.user(t, "customer@example.com")}
 	b.approver = a.user(t, "approver@example.com")
 	b.ctx = browsertest.New(t)
-	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	return b
@@ -196,7 +197,7 @@ func (b *browserApp) waitState(t *testing.T, runID uuid.UUID, state string) {
 func (b *browserApp) approve(t *testing.T, runID uuid.UUID) {
 	t.Helper()
 	b.waitState(t, runID, store.StateAwaitingApproval)
-	if _, err := b.store.Approve(context.Background(), runID, b.approver.ID); err != nil {
+	if _, err := b.store.Approve(context.Background(), runID, b.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -585,7 +586,7 @@ func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
 	a := newApp(t, handlers.Config{Stream: stream.Config{Retry: 200 * time.Millisecond}}, withListener(), wrapHandler(b.outage))
 	b.streamApp = &streamApp{app: a, customer: a.user(t, "customer@example.com")}
 	b.ctx = browsertest.New(t)
-	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(b.ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	provider := testkit.StartProvider(t, a.db, payments.Faults{}, 10*time.Second)

@@ -628,7 +628,7 @@ func TestStream_SlowReader(t *testing.T) {
 			t.Fatal(err)
 		}
 		if r.State == store.StateAwaitingApproval {
-			if _, err := st.Approve(ctx, a.run.ID, approver.ID); err != nil {
+			if _, err := st.Approve(ctx, a.run.ID, approver.ID, ""); err != nil {
 				t.Fatal(err)
 			}
 		}

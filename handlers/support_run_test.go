@@ -86,7 +86,7 @@ func (a *app) supportRun(t *testing.T) *store.Run {
 	if _, err := a.store.RequestApproval(ctx, run.ID, store.ActionProposed{Amount: 500, Currency: "EUR"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID); err != nil {
+	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	op, err := a.store.SubmitOperation(ctx, run.ID)

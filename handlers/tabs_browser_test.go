@@ -15,6 +15,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 )
@@ -47,7 +48,7 @@ func TestBrowser_TenTabsShareOneStream(t *testing.T) {
 		runs = append(runs, a.app.startRun(t, "customer@example.com", 1))
 	}
 	browser := browsertest.New(t)
-	if err := browsertest.Login(browser, a.srv.URL, "customer@example.com", store.DemoPassword); err != nil {
+	if err := browsertest.Login(browser, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	tabs := []context.Context{browser}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
@@ -166,7 +167,7 @@ func TestStream_CapsRefuseInWords(t *testing.T) {
 			wantStatus(t, a.get(t, a.client(t), path), http.StatusOK)
 		}
 		wantStatus(t, a.get(t, customer, "/runs/"+a.run.ID.String()), http.StatusOK)
-		wantRedirect(t, a.post(t, a.client(t), "/login", url.Values{"email": {"customer2@example.com"}, "password": {store.DemoPassword}}), "/")
+		wantRedirect(t, a.post(t, a.client(t), "/login", url.Values{"email": {"customer2@example.com"}, "password": {devdb.DemoPassword}}), "/")
 	})
 	t.Run("a closed stream makes room", func(t *testing.T) {
 		held[0].cancel()

@@ -18,6 +18,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 )
 
@@ -84,7 +85,7 @@ func (e *env) ownDatabase(ctx context.Context) error {
 		e.bin = bin
 	}
 	fmt.Fprintf(e.progress, "loadtest: starting PostgreSQL under %s…\n", e.dir)
-	st, closeDB, err := store.OpenPrivate(ctx, e.dir, e.log)
+	st, closeDB, err := devdb.OpenPrivate(ctx, e.dir, e.log)
 	if err != nil {
 		return err
 	}
@@ -92,7 +93,7 @@ func (e *env) ownDatabase(ctx context.Context) error {
 	if err := st.Migrate(ctx); err != nil {
 		return err
 	}
-	if err := st.SeedDemo(ctx); err != nil {
+	if err := devdb.SeedDemo(ctx, st); err != nil {
 		return err
 	}
 	e.st, e.dbURL = st, st.URL()

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -21,7 +22,7 @@ func from(ip string) context.Context {
 func seeded(t *testing.T) *store.Store {
 	t.Helper()
 	s := storetest.MustOpen(t)
-	if err := s.SeedDemo(context.Background()); err != nil {
+	if err := devdb.SeedDemo(context.Background(), s); err != nil {
 		t.Fatal(err)
 	}
 	return s
@@ -38,10 +39,10 @@ func TestAuthenticate_ThrottledPerAccount(t *testing.T) {
 			t.Fatalf("attempt %d: err = %v, want ErrBadCredentials", i+1, err)
 		}
 	}
-	if _, err := s.Authenticate(from("198.51.100.1"), "Customer@Example.com", store.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
+	if _, err := s.Authenticate(from("198.51.100.1"), "Customer@Example.com", devdb.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
 		t.Errorf("right password over the account's limit: err = %v, want ErrTooManyAttempts", err)
 	}
-	if _, err := s.Authenticate(from("192.0.2.0"), "customer2@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from("192.0.2.0"), "customer2@example.com", devdb.DemoPassword); err != nil {
 		t.Errorf("another account from a used address: %v, want a login", err)
 	}
 	if got := count(t, s, `SELECT count(*) FROM login_attempts WHERE at > now() - interval '1 minute' AND key = sha256('account:customer@example.com')`); got != store.LoginAttemptsPerAccount {
@@ -59,10 +60,10 @@ func TestAuthenticate_ThrottledPerAddress(t *testing.T) {
 			t.Fatalf("attempt %d: err = %v, want ErrBadCredentials", i+1, err)
 		}
 	}
-	if _, err := s.Authenticate(from(ip), "customer@example.com", store.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
+	if _, err := s.Authenticate(from(ip), "customer@example.com", devdb.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
 		t.Errorf("right password over the address's limit: err = %v, want ErrTooManyAttempts", err)
 	}
-	if _, err := s.Authenticate(from("203.0.113.8"), "customer@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from("203.0.113.8"), "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Errorf("same account from another address: %v, want a login", err)
 	}
 	var stored int
@@ -108,7 +109,7 @@ func TestAuthenticate_SuccessForgivesEarlierFailures(t *testing.T) {
 				t.Fatalf("round %d: err = %v, want ErrBadCredentials", round, err)
 			}
 		}
-		if _, err := s.Authenticate(ctx, "support@example.com", store.DemoPassword); err != nil {
+		if _, err := s.Authenticate(ctx, "support@example.com", devdb.DemoPassword); err != nil {
 			t.Fatalf("round %d: login: %v", round, err)
 		}
 	}
@@ -166,7 +167,7 @@ func TestAudit_RecordsWhoWhatAndWhere(t *testing.T) {
 		}
 	}
 	asApprover := store.WithActor(context.Background(), store.Actor{UserID: f.approver.ID, IP: "192.0.2.30"})
-	if _, err := s.Approve(asApprover, approved.ID, f.approver.ID); err != nil {
+	if _, err := s.Approve(asApprover, approved.ID, f.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	asCustomer := store.WithActor(context.Background(), store.Actor{UserID: f.customer.ID, IP: "192.0.2.40"})
@@ -213,14 +214,14 @@ func TestAudit_RecordsWhoWhatAndWhere(t *testing.T) {
 // back: by action, and newest first.
 func wantAuditLogReads(t *testing.T, s *store.Store) {
 	t.Helper()
-	entries, err := s.AuditLog(context.Background(), store.AuditLogin, 10)
+	entries, err := s.AuditLogBefore(context.Background(), store.AuditLogin, 0, 10)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(entries) != 1 || entries[0].ActorEmail.String != "c@example.com" {
-		t.Errorf("AuditLog(login) = %+v, want the one login by c@example.com", entries)
+		t.Errorf("AuditLogBefore(login) = %+v, want the one login by c@example.com", entries)
 	}
-	all, err := s.AuditLog(context.Background(), "", 3)
+	all, err := s.AuditLogBefore(context.Background(), "", 0, 3)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -246,7 +247,7 @@ func TestAudit_RefusedChangeLeavesNoRow(t *testing.T) {
 	f := newFixture(t)
 	run := f.start(t, "x", 100)
 	// Not waiting for approval: Approve is refused, and so must its audit row.
-	if d, err := f.s.Approve(context.Background(), run.ID, f.approver.ID); err != nil || !errors.Is(d.Why, store.ErrConflict) {
+	if d, err := f.s.Approve(context.Background(), run.ID, f.approver.ID, ""); err != nil || !errors.Is(d.Why, store.ErrConflict) {
 		t.Fatalf("approve = %+v, %v; want refused with a conflict", d, err)
 	}
 	if got := count(t, f.s, `SELECT count(*) FROM audit_log WHERE action = $1`, store.AuditRunApproved); got != 0 {

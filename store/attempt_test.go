@@ -73,10 +73,10 @@ func TestDecisions_RecordWhoDecided(t *testing.T) {
 	if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{Amount: 100}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.ApproveBecause(ctx, run.ID, f.approver.ID, strings.Repeat("x", store.MaxDecisionReasonLen+1)); store.ErrorCode(err) != store.CodeInvalid {
+	if _, err := f.s.Approve(ctx, run.ID, f.approver.ID, strings.Repeat("x", store.MaxDecisionReasonLen+1)); store.ErrorCode(err) != store.CodeInvalid {
 		t.Fatalf("approve with a reason too long: %v, want invalid", err)
 	}
-	if d, err := f.s.ApproveBecause(ctx, run.ID, f.approver.ID, "checked the photos"); err != nil || d.Outcome != store.DecisionAccepted {
+	if d, err := f.s.Approve(ctx, run.ID, f.approver.ID, "checked the photos"); err != nil || d.Outcome != store.DecisionAccepted {
 		t.Fatalf("approve: %+v, %v", d, err)
 	}
 	if _, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil {

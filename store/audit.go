@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Audit actions: what the audit log records.
@@ -65,7 +64,7 @@ func ActorFrom(ctx context.Context) Actor {
 // audit records action on subject by ctx's actor, in tx, so the record
 // commits (or not) with the change it describes. Details must never hold a
 // secret.
-func audit(ctx context.Context, tx *sqlx.Tx, action, subject string, details map[string]any) error {
+func audit(ctx context.Context, tx *txn, action, subject string, details map[string]any) error {
 	a := ActorFrom(ctx)
 	if details == nil {
 		details = map[string]any{}
@@ -103,14 +102,10 @@ type AuditEntry struct {
 	Details      json.RawMessage `db:"details"`
 }
 
-// AuditLog returns the newest entries first, at most limit of them, only
-// those of action when it is not empty.
-func (s *Store) AuditLog(ctx context.Context, action string, limit int) ([]AuditEntry, error) {
-	return s.AuditLogBefore(ctx, action, 0, limit)
-}
-
-// AuditLogBefore is AuditLog from the entry before the one with ID before
-// (0: from the newest), for reading the log a page at a time.
+// AuditLogBefore returns the newest entries first, at most limit of them,
+// only those of action when it is not empty, from the entry before the one
+// with ID before (0: from the newest), for reading the log a page at a
+// time.
 func (s *Store) AuditLogBefore(ctx context.Context, action string, before int64, limit int) ([]AuditEntry, error) {
 	entries := []AuditEntry{}
 	err := s.db.SelectContext(ctx, &entries, `SELECT a.id, a.at, a.actor_id, u.email AS actor_email,

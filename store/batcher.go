@@ -11,37 +11,47 @@ import (
 // (gather) until stop. While one batch is written the next gathers, so a
 // quiet process handles each item at once and a busy one many at a time.
 type batcher[T any] struct {
+	workers int       // goroutines taking batches
+	max     int       // items in one batch, at most
+	do      func([]T) // the work on one batch
+
 	start sync.Once
 	queue chan T
 	quit  chan struct{}
 	wg    sync.WaitGroup
 }
 
-// newBatcher makes a batcher whose queue holds up to queued items.
-func newBatcher[T any](queued int) batcher[T] {
-	return batcher[T]{queue: make(chan T, queued), quit: make(chan struct{})}
+// newBatcher makes a batcher whose queue holds up to queued items and
+// whose workers goroutines each hand do every batch of up to max items.
+// They start with the first item (begin), so a store that is never asked
+// to batch runs none.
+func newBatcher[T any](queued, workers, max int, do func([]T)) *batcher[T] {
+	return &batcher[T]{workers: workers, max: max, do: do,
+		queue: make(chan T, queued), quit: make(chan struct{})}
 }
 
-// run starts, the first time it is called, workers goroutines that each
-// hand do every batch of up to max items until stop.
-func (b *batcher[T]) run(workers, max int, do func([]T)) {
+// begin starts the workers the first time it is called; they run until
+// stop.
+func (b *batcher[T]) begin() {
 	b.start.Do(func() {
-		for range workers {
+		for range b.workers {
 			b.wg.Go(func() {
 				for {
-					batch, ok := gather(b.queue, b.quit, max)
+					batch, ok := gather(b.queue, b.quit, b.max)
 					if !ok {
 						return
 					}
-					do(batch)
+					b.do(batch)
 				}
 			})
 		}
 	})
 }
 
-// put queues x: errStoreClosed after stop, ctx's cause when ctx ends first.
+// put queues x, starting the workers if need be: errStoreClosed after
+// stop, ctx's cause when ctx ends first.
 func (b *batcher[T]) put(ctx context.Context, x T) error {
+	b.begin()
 	select {
 	case b.queue <- x:
 		return nil

@@ -291,7 +291,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	}
 	_, err = e.s.RequestApproval(ctx, run, store.ActionProposed{Action: "refund", Amount: 1, Currency: "EUR"})
 	must(err)
-	_, err = e.s.Approve(ctx, run, e.approver.ID)
+	_, err = e.s.Approve(ctx, run, e.approver.ID, "")
 	must(err)
 	op, err := e.s.SubmitOperation(ctx, run)
 	must(err)

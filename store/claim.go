@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 
 	"github.com/refundd/refundd/internal/metrics"
 )
@@ -95,7 +94,7 @@ func (s *Store) ReleaseRun(ctx context.Context, runID uuid.UUID, worker string, 
 	if after > 0 {
 		next = time.Now().Add(after).UTC().Format(time.RFC3339Nano)
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		// Lock the run before looking for commands: a statement reads with
 		// the snapshot it started with, so one that waited for a command's
 		// lock would miss the command and overwrite its wake-up. Commands

@@ -82,7 +82,7 @@ func TestClaimNext_ApprovedBeforeOlderNewRuns(t *testing.T) {
 	for i := range 5 {
 		older = append(older, f.start(t, fmt.Sprint("new-", i), 1).ID)
 	}
-	if _, err := f.s.Approve(ctx, approved.ID, f.approver.ID); err != nil {
+	if _, err := f.s.Approve(ctx, approved.ID, f.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
 	ids := claimAll(t, f.s)

@@ -9,7 +9,6 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Approval is the request for a person's decision on a run's proposed
@@ -29,7 +28,7 @@ const approvalColumns = `id, run_id, requested_at, decision, decided_by, decided
 // run moves to awaiting_approval with action.proposed and
 // approval.requested. A second request for the same run is ErrAlreadyDone.
 func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal ActionProposed) (*Run, error) {
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (run_id) VALUES ($1) ON CONFLICT (run_id) DO NOTHING`, r.ID)
 		if err != nil {
 			return "", nil, fmt.Errorf("store: request approval: %w", err)
@@ -122,7 +121,7 @@ func DeciderOf(ev Event) *Decider {
 
 // decidedBy names userID as the decider, read under the decision's
 // transaction so it names the person as they were then.
-func decidedBy(ctx context.Context, tx *sqlx.Tx, userID int64, reason string) (DecidedBy, error) {
+func decidedBy(ctx context.Context, tx *txn, userID int64, reason string) (DecidedBy, error) {
 	by := DecidedBy{By: DeciderRef{UserID: userID}, Reason: reason}
 	err := tx.QueryRowxContext(ctx, `SELECT role, name FROM users WHERE id = $1`, userID).Scan(&by.ByRole, &by.ByName)
 	if err != nil && !errors.Is(err, sql.ErrNoRows) {
@@ -140,20 +139,16 @@ func checkDecisionReason(reason string) error {
 }
 
 // Approve records approverID's approval of the run's pending request and
-// moves the run on to submitting. Refusals are outcomes, not errors: an
-// error means the decision could not be made at all.
-func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64) (Decision, error) {
-	return s.ApproveBecause(ctx, runID, approverID, "")
-}
-
-// ApproveBecause is Approve with the approver's reason (may be empty),
-// stored with the decision in its event and its audit entry.
-func (s *Store) ApproveBecause(ctx context.Context, runID uuid.UUID, approverID int64, reason string) (Decision, error) {
+// moves the run on to submitting. The approver's reason may be empty; it
+// is stored with the decision in its event and its audit entry. Refusals
+// are outcomes, not errors: an error means the decision could not be made
+// at all.
+func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64, reason string) (Decision, error) {
 	if err := checkDecisionReason(reason); err != nil {
 		return Decision{}, err
 	}
 	var d Decision
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		var a Approval
 		err := tx.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1 FOR UPDATE`, r.ID)
 		switch {
@@ -235,7 +230,7 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 		return Decision{}, err
 	}
 	var d Decision
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if Terminal(r.State) {
 			d.Outcome = DecisionRunFinished
 			return "", nil, nil

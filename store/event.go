@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/refundd/refundd/internal/metrics"
@@ -73,7 +72,7 @@ RETURNING ` + eventColumns
 // appendEvents appends evs to the run's log. With a transaction, the events
 // commit with the state change the transaction makes; without one (tx nil)
 // the statement is its own transaction.
-func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
+func (s *Store) appendEvents(ctx context.Context, tx *txn, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
 	if len(evs) == 0 {
 		return nil, nil
 	}
@@ -119,7 +118,7 @@ func (s *Store) appendEvents(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, 
 	}
 	n := notice{ChannelEvents, runID.String() + ":" + strconv.FormatInt(out[len(out)-1].Seq, 10)}
 	if tx != nil {
-		noteAfterCommit(tx, n)
+		tx.noteAfterCommit(n)
 	} else {
 		s.notify(n)
 	}
@@ -137,7 +136,7 @@ func (s *Store) Append(ctx context.Context, runID uuid.UUID, evs ...NewEvent) ([
 // attempts of that step already recorded, counted under the run's row lock.
 func (s *Store) BeginAttempt(ctx context.Context, runID uuid.UUID, step string) (int, error) {
 	var n int
-	_, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if err := tx.GetContext(ctx, &n, `SELECT count(*) FROM run_events
             WHERE run_id = $1 AND type = $2 AND payload->>'step' = $3`, r.ID, EventStepAttempt, step); err != nil {
 			return "", nil, fmt.Errorf("store: begin attempt: %w", err)

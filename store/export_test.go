@@ -10,7 +10,7 @@ import (
 // AppendThenRollBack appends evs inside a transaction that then fails with
 // fail: for tests of what a rolled-back append leaves behind.
 func (s *Store) AppendThenRollBack(ctx context.Context, runID uuid.UUID, fail error, evs ...NewEvent) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		if _, err := s.appendEvents(ctx, tx, runID, evs...); err != nil {
 			return err
 		}
@@ -37,3 +37,15 @@ func (s *Store) StreamOpenBatch(creds []StreamCredential) (users []*User, runs [
 	}
 	return users, runs, errs
 }
+
+// Mutate is mutate for tests outside the package, which cannot name txn:
+// fn sees the transaction as a *sqlx.Tx.
+func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, fn func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error)) (*Run, []Event, error) {
+	return s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) { return fn(tx.Tx, r) })
+}
+
+// StartWindow is startWindow, for the rate limit's tests.
+const StartWindow = startWindow
+
+// StateAfter is stateAfter, for tests of the states events record.
+func StateAfter(eventType string) string { return stateAfter(eventType) }

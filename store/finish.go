@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // FinalMessage is the one answer a finished run gives its customer.
@@ -46,7 +45,7 @@ func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message s
 	if !ok {
 		return nil, fmt.Errorf("store: finish run: %q is not a terminal state", state)
 	}
-	run, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if Terminal(r.State) {
 			return "", nil, ErrAlreadyDone
 		}

@@ -31,7 +31,7 @@ func (f *fixture) walk(t *testing.T, runID uuid.UUID) {
 		return
 	}
 	narrate()
-	if _, err := f.s.Approve(ctx, runID, f.approver.ID); err != nil {
+	if _, err := f.s.Approve(ctx, runID, f.approver.ID, ""); err != nil {
 		t.Error(err)
 		return
 	}
@@ -289,7 +289,7 @@ func TestApprove_TwiceAtOnce(t *testing.T) {
 	var ok, dup atomic.Int64
 	for range 8 {
 		wg.Go(func() {
-			d, err := f.s.Approve(ctx, run.ID, f.approver.ID)
+			d, err := f.s.Approve(ctx, run.ID, f.approver.ID, "")
 			switch {
 			case err != nil:
 				t.Error(err)
@@ -357,7 +357,7 @@ func TestApprove(t *testing.T) {
 		if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "Policy refused."); err != nil {
 			t.Fatal(err)
 		}
-		if d, err := f.s.Approve(ctx, run.ID, f.approver.ID); err != nil || d.Outcome != store.DecisionRunFinished {
+		if d, err := f.s.Approve(ctx, run.ID, f.approver.ID, ""); err != nil || d.Outcome != store.DecisionRunFinished {
 			t.Errorf("approve = %+v, %v; want run finished", d, err)
 		}
 		if d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionRunFinished {
@@ -373,7 +373,7 @@ func TestApprove(t *testing.T) {
 // a reason of kind want, and recorded nowhere.
 func wantNotAllowed(t *testing.T, f *fixture, runID uuid.UUID, byUserID int64, want error) {
 	t.Helper()
-	d, err := f.s.Approve(context.Background(), runID, byUserID)
+	d, err := f.s.Approve(context.Background(), runID, byUserID, "")
 	if err != nil || d.Outcome != store.DecisionNotAllowed || !errors.Is(d.Why, want) {
 		t.Errorf("approve = %+v, %v; want not allowed because %v", d, err, want)
 	}

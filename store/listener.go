@@ -31,15 +31,12 @@ func NewListener(url string, logger *slog.Logger) *Listener {
 	return &Listener{url: url, logger: logger, subs: map[string]map[*waker]struct{}{}}
 }
 
-// AllRuns is the topic woken by an append to any run. Workers wait on Work
-// instead: most appends are narration, which is never work.
-const AllRuns = "runs"
-
-// Work is the topic woken when a run may have become due (ChannelWork):
+// Work is the topic woken when a run may have become due (channelWork):
 // workers wait on it, and on their own poll for retries and expired leases.
+// Not on ChannelEvents: most appends are narration, which is never work.
 const Work = "work"
 
-// Queue is the topic woken when the approval queue changes (ChannelQueue).
+// Queue is the topic woken when the approval queue changes (channelQueue).
 const Queue = "queue"
 
 // Topics a subscriber can wait on.
@@ -53,7 +50,7 @@ func (l *Listener) Start(ctx context.Context) error {
 			l.logger.Warn("listener connection", "event", ev, "err", err)
 		}
 	})
-	for _, ch := range []string{ChannelEvents, ChannelGrants, ChannelWork, ChannelQueue} {
+	for _, ch := range []string{ChannelEvents, channelGrants, channelWork, channelQueue} {
 		if err := pl.Listen(ch); err != nil {
 			pl.Close()
 			return err
@@ -98,12 +95,11 @@ func (l *Listener) dispatch(n *pq.Notification) {
 	case ChannelEvents:
 		runID, _, _ := strings.Cut(n.Extra, ":")
 		wakeAll(l.subs[RunTopic(runID)])
-		wakeAll(l.subs[AllRuns])
-	case ChannelGrants:
+	case channelGrants:
 		wakeAll(l.subs[UserTopic(n.Extra)])
-	case ChannelWork:
+	case channelWork:
 		wakeAll(l.subs[Work])
-	case ChannelQueue:
+	case channelQueue:
 		wakeAll(l.subs[Queue])
 	}
 }

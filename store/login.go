@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Login throttling counts failed attempts within LoginWindow three ways:
@@ -24,7 +23,7 @@ import (
 //     on guesses at one password, however many addresses the guesser has.
 //
 // The account-wide budget is not enforced for an address the account has
-// signed in from within KnownAddressFor. That is what keeps a guesser
+// signed in from within knownAddressFor. That is what keeps a guesser
 // elsewhere from locking the owner out: the owner's usual address is only
 // ever held back by failures of its own. Everyone else waits once the
 // budget is spent, the right password included, because checking a
@@ -44,7 +43,7 @@ const (
 	LoginAttemptsPerAddress        = 20
 	LoginAttemptsPerAccount        = 10
 	LoginWindow                    = time.Minute
-	KnownAddressFor                = 30 * 24 * time.Hour
+	knownAddressFor                = 30 * 24 * time.Hour
 )
 
 // ErrTooManyAttempts refuses a login attempt before the password is looked
@@ -95,7 +94,7 @@ func loginThrottles(email, ip string) []throttle {
 func (s *Store) reserveLoginAttempt(ctx context.Context, email, ip string) (uuid.UUID, error) {
 	id := uuid.New()
 	throttles := loginThrottles(email, ip)
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		for _, t := range throttles {
 			if _, err := tx.ExecContext(ctx, `SELECT pg_advisory_xact_lock($1)`, int64(binary.BigEndian.Uint64(t.key))); err != nil {
 				return fmt.Errorf("store: lock login throttle: %w", err)
@@ -133,15 +132,15 @@ func (s *Store) reserveLoginAttempt(ctx context.Context, email, ip string) (uuid
 }
 
 // knownAddress reports whether the account of email signed in from ip
-// within KnownAddressFor.
-func knownAddress(ctx context.Context, tx *sqlx.Tx, email, ip string) (bool, error) {
+// within knownAddressFor.
+func knownAddress(ctx context.Context, tx *txn, email, ip string) (bool, error) {
 	if ip == "" {
 		return false, nil
 	}
 	var known bool
 	if err := tx.GetContext(ctx, &known, `SELECT EXISTS (SELECT 1 FROM login_known_addresses
         WHERE key = $1 AND last_login > now() - make_interval(secs => $2))`,
-		accountAddressKey("known", email, ip), KnownAddressFor.Seconds()); err != nil {
+		accountAddressKey("known", email, ip), knownAddressFor.Seconds()); err != nil {
 		return false, fmt.Errorf("store: known login address: %w", err)
 	}
 	return known, nil
@@ -156,7 +155,7 @@ func knownAddress(ctx context.Context, tx *sqlx.Tx, email, ip string) (bool, err
 func (s *Store) loginSucceeded(ctx context.Context, u *User, email string, attempt uuid.UUID) error {
 	ip := ActorFrom(ctx).IP
 	ctx = WithActor(ctx, Actor{UserID: u.ID, IP: ip})
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `DELETE FROM login_attempts WHERE attempt_id = $1 OR key = $2`,
 			attempt, accountAddressKey("account-address", email, ip)); err != nil {
 			return fmt.Errorf("store: forget login attempts: %w", err)
@@ -167,7 +166,7 @@ func (s *Store) loginSucceeded(ctx context.Context, u *User, email string, attem
 				return fmt.Errorf("store: remember login address: %w", err)
 			}
 			if _, err := tx.ExecContext(ctx, `DELETE FROM login_known_addresses
-                WHERE last_login < now() - make_interval(secs => $1)`, KnownAddressFor.Seconds()); err != nil {
+                WHERE last_login < now() - make_interval(secs => $1)`, knownAddressFor.Seconds()); err != nil {
 				return fmt.Errorf("store: prune login addresses: %w", err)
 			}
 		}
@@ -184,7 +183,7 @@ func (s *Store) loginFailed(ctx context.Context, u *User, email, reason string) 
 	} else if looksLikeEmail(email) {
 		details["email"] = email
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		return audit(ctx, tx, AuditLoginFailed, subject, details)
 	})
 }

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 )
 
@@ -29,10 +30,10 @@ func TestAuthenticate_OtherAddressCannotLockOutOwner(t *testing.T) {
 	if got, want := checked, store.LoginAttemptsPerAccountAddress; got != want {
 		t.Errorf("guesses checked from one address = %d, want %d", got, want)
 	}
-	if _, err := s.Authenticate(from("192.0.2.2"), "customer@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from("192.0.2.2"), "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatalf("owner from another address: %v, want a login", err)
 	}
-	if _, err := s.Authenticate(from("192.0.2.3"), "customer@example.com", store.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
+	if _, err := s.Authenticate(from("192.0.2.3"), "customer@example.com", devdb.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
 		t.Errorf("the guessing address: err = %v, want ErrTooManyAttempts still", err)
 	}
 }
@@ -45,7 +46,7 @@ func TestAuthenticate_SprayFromManyAddressesBounded(t *testing.T) {
 	t.Parallel()
 	s := seeded(t)
 	const home = "198.51.100.2"
-	if _, err := s.Authenticate(from(home), "customer@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from(home), "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Fatal(err)
 	}
 	spray := func(round int) (checked int) {
@@ -64,16 +65,16 @@ func TestAuthenticate_SprayFromManyAddressesBounded(t *testing.T) {
 	if got, want := spray(0), store.LoginAttemptsPerAccount; got != want {
 		t.Errorf("guesses checked from %d addresses = %d, want %d", 3*store.LoginAttemptsPerAccount, got, want)
 	}
-	if _, err := s.Authenticate(from("203.0.9.9"), "customer@example.com", store.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
+	if _, err := s.Authenticate(from("203.0.9.9"), "customer@example.com", devdb.DemoPassword); !errors.Is(err, store.ErrTooManyAttempts) {
 		t.Errorf("right password from a new address with the budget spent: err = %v, want ErrTooManyAttempts (a check is a guess)", err)
 	}
-	if _, err := s.Authenticate(from(home), "customer@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from(home), "customer@example.com", devdb.DemoPassword); err != nil {
 		t.Errorf("owner from their known address: %v, want a login", err)
 	}
 	if got := spray(1); got != 0 {
 		t.Errorf("guesses checked after the owner's login = %d, want 0 (the budget is not reset)", got)
 	}
-	if _, err := s.Authenticate(from("203.0.9.9"), "customer2@example.com", store.DemoPassword); err != nil {
+	if _, err := s.Authenticate(from("203.0.9.9"), "customer2@example.com", devdb.DemoPassword); err != nil {
 		t.Errorf("another account: %v, want a login", err)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/refundd/refundd/internal/metrics"
@@ -45,8 +44,7 @@ type narrationPiece struct {
 // returns once the batch committed (the event is visible to readers, and
 // its NOTIFY sent), or when ctx ends; ErrNotFound for a missing run.
 func (s *Store) AppendNarration(ctx context.Context, runID uuid.UUID, text string) error {
-	b := &s.narration
-	b.run(1, maxNarrationBatch, s.writeNarration)
+	b := s.narration
 	p := narrationPiece{runID: runID, text: text, done: make(chan error, 1)}
 	if err := b.put(ctx, p); err != nil {
 		return err
@@ -127,7 +125,7 @@ func (s *Store) appendNarrationBatch(batch []narrationPiece) (map[uuid.UUID]bool
 		return nil, err
 	}
 	written := make(map[uuid.UUID]bool, len(batch))
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
 		}

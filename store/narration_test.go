@@ -12,6 +12,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -129,7 +130,7 @@ func TestAppendNarration_CrashLosesNarrationButNoSeqIsReused(t *testing.T) {
 	durable := lastSeq(t, st, run.ID)
 	// What a client watching the run has seen: every seq up to seen.
 	seen := narrateUnflushed(t, st, run.ID)
-	cluster, err := store.NewCluster(dir, 5433)
+	cluster, err := devdb.NewCluster(dir, 5433)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -215,7 +216,7 @@ func privateDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
-		if c, err := store.NewCluster(dir, 5433); err == nil {
+		if c, err := devdb.NewCluster(dir, 5433); err == nil {
 			ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 			defer cancel()
 			_ = c.Kill(ctx)
@@ -227,7 +228,7 @@ func privateDir(t *testing.T) string {
 
 func openPrivate(t *testing.T, dir string, log *slog.Logger) (*store.Store, func()) {
 	t.Helper()
-	st, closeDB, err := store.OpenPrivate(context.Background(), dir, log)
+	st, closeDB, err := devdb.OpenPrivate(context.Background(), dir, log)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -3,10 +3,8 @@ package store
 import (
 	"context"
 	"slices"
-	"sync"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 
 	"github.com/refundd/refundd/internal/metrics"
@@ -17,15 +15,15 @@ import (
 const (
 	// ChannelEvents carries "<run_id>:<seq>" for every committed append.
 	ChannelEvents = "refundd_events"
-	// ChannelGrants carries the id of a user whose grants or status changed.
-	ChannelGrants = "refundd_grants"
-	// ChannelWork says a run may have become due for a worker (a start, an
+	// channelGrants carries the id of a user whose grants or status changed.
+	channelGrants = "refundd_grants"
+	// channelWork says a run may have become due for a worker (a start, an
 	// approval, a cancel). Kept apart from ChannelEvents so narration, the
 	// bulk of appends, never wakes a worker.
-	ChannelWork = "refundd_work"
-	// ChannelQueue carries the approval queue's new version whenever a run
+	channelWork = "refundd_work"
+	// channelQueue carries the approval queue's new version whenever a run
 	// joins or leaves it (the queue_track trigger sends it).
-	ChannelQueue = "refundd_queue"
+	channelQueue = "refundd_queue"
 )
 
 // A transaction that NOTIFYs takes one lock for the whole database at
@@ -33,7 +31,7 @@ const (
 // for the WAL flush of the one before, with no group commit between them
 // (issue 12 measured it as the first contention, Lock:object). So business
 // transactions do not NOTIFY themselves. What they would have sent is noted
-// with the transaction (noteAfterCommit) and, once it committed, handed to
+// with the transaction (txn.noteAfterCommit) and, once it committed, handed to
 // the process's notifier, which sends the notices of many commits in one
 // small transaction of its own, committed without waiting for the flush.
 // A wake-up then trails its commit by a round trip; a process that dies in
@@ -42,28 +40,10 @@ const (
 
 type notice struct{ channel, payload string }
 
-// pendingNotices holds, per open transaction, what to send once it
-// commits. Only the transaction's own goroutine touches its entry.
-var pendingNotices sync.Map // *sqlx.Tx → *[]notice
-
-func noteAfterCommit(tx *sqlx.Tx, n notice) {
-	v, _ := pendingNotices.LoadOrStore(tx, &[]notice{})
-	p := v.(*[]notice)
-	*p = append(*p, n)
-}
-
-// takeNotices removes and returns what tx noted.
-func takeNotices(tx *sqlx.Tx) []notice {
-	if v, ok := pendingNotices.LoadAndDelete(tx); ok {
-		return *v.(*[]notice)
-	}
-	return nil
-}
-
 // notifyWork wakes workers once tx commits, not before: a worker woken
 // earlier would find nothing to claim.
-func notifyWork(_ context.Context, tx *sqlx.Tx) error {
-	noteAfterCommit(tx, notice{ChannelWork, ""})
+func notifyWork(_ context.Context, tx *txn) error {
+	tx.noteAfterCommit(notice{channelWork, ""})
 	return nil
 }
 
@@ -76,8 +56,8 @@ func (s *Store) notify(ns ...notice) {
 	if len(ns) == 0 {
 		return
 	}
-	n := &s.notifier
-	n.run(1, maxNotices, s.sendNotices)
+	n := s.notifier
+	n.begin()
 	for _, x := range ns {
 		select {
 		case n.queue <- x:
@@ -109,7 +89,7 @@ func (s *Store) sendBatch(batch []notice) error {
 	for i, x := range batch {
 		channels[i], payloads[i] = x.channel, x.payload
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
 			return err
 		}

@@ -56,7 +56,7 @@ const operationColumns = `id, run_id, order_id, kind, amount, currency, state, p
 // paid, whatever other runs do at the same time.
 func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operation, error) {
 	var op Operation
-	_, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE run_id = $1 AND kind = 'refund'`, r.ID)
 		if err == nil {
 			return "", nil, ErrAlreadyDone
@@ -120,7 +120,7 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 		return nil, fmt.Errorf("store: load operation: %w", err)
 	}
 	var op Operation
-	_, _, err := s.Mutate(ctx, runID, func(tx *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, opID); err != nil {
 			return "", nil, fmt.Errorf("store: load operation: %w", err)
 		}

@@ -6,11 +6,11 @@ import (
 	"github.com/google/uuid"
 )
 
-// StateAfter is the run state an event records, "" for an event that leaves
+// stateAfter is the run state an event records, "" for an event that leaves
 // the state as it was. Every state change appends its event in the same
-// transaction (see Mutate), so folding a log with StateAfter gives the state
+// transaction (see mutate), so folding a log with stateAfter gives the state
 // the run's row held at that seq.
-func StateAfter(eventType string) string {
+func stateAfter(eventType string) string {
 	switch eventType {
 	case EventRunCreated:
 		return StateCreated
@@ -125,7 +125,7 @@ func (p *Progress) Apply(ev Event) {
 		p.CoveringSeq = ev.Seq
 	}
 	// A finished run stays finished, whatever older event a replay shows.
-	if s := StateAfter(ev.Type); s != "" && (!p.Terminal() || Terminal(s)) {
+	if s := stateAfter(ev.Type); s != "" && (!p.Terminal() || Terminal(s)) {
 		p.State = s
 	}
 	p.note(ev)
@@ -174,10 +174,10 @@ func (p *Progress) applyOperation(runID uuid.UUID, n OperationNews) {
 		Currency: n.Currency, State: state, ProviderRef: ref, LastError: n.Reason})
 }
 
-// MarkTypes are the events ProgressOf reads besides the snapshot's rows:
+// markTypes are the events ProgressOf reads besides the snapshot's rows:
 // who decided, and where a step began again. A snapshot carries them as
 // Marks, a head snapshot too.
-var MarkTypes = []string{EventApprovalGranted, EventCancelRequested, EventStepAttempt}
+var markTypes = []string{EventApprovalGranted, EventCancelRequested, EventStepAttempt}
 
 // note records what a mark event says about who decided and which attempt
 // a step is on.

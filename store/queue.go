@@ -15,12 +15,14 @@ import (
 // awaiting_approval, with no cancel asked for. A trigger (migration 00008)
 // keeps it in queue_entries in the transaction that changes the run, and
 // counts every change in queue_head.version, which commits in order and
-// NOTIFYs ChannelQueue. A reader that showed version N and reads version H
+// NOTIFYs channelQueue. A reader that showed version N and reads version H
 // has missed nothing in between: the version is the queue stream's cursor.
 
-// QueueItem is one run in the approval queue, with what an approver
-// decides on: who asks, for what, why, what the agent proposes, and the
-// checks of the request against its order.
+// QueueItem is one run in the approval queue, with the facts an approver
+// decides on: who asks, for what, why, what the agent proposes, and what
+// the order was paid and has already been claimed. They are read from the
+// rows as they are now: an approver sees what holds at the moment of
+// deciding. (views words the checks an approver reads from them.)
 type QueueItem struct {
 	Run
 	Version       int64     `db:"queue_version"` // the queue version that added it: its place in the queue
@@ -36,42 +38,6 @@ type QueueItem struct {
 	OtherRuns    int             `db:"other_runs"`
 	ProposalJSON []byte          `db:"proposal"`
 	Proposal     *ActionProposed `db:"-"`
-}
-
-// QueueCheck is one check of a queued request, in words.
-type QueueCheck struct {
-	OK   bool
-	Text string
-}
-
-// Checks are the request's checks against its order and the agent's
-// proposal, read from the rows as they are now: an approver sees what
-// holds at the moment of deciding.
-func (q *QueueItem) Checks() []QueueCheck {
-	paid := FormatMoney(q.OrderAmount, q.OrderCurrency)
-	out := []QueueCheck{{
-		OK:   q.Currency == q.OrderCurrency && q.Amount <= q.OrderAmount,
-		Text: fmt.Sprintf("Order #%d was paid %s; this refund is %s.", q.OrderID, paid, FormatMoney(q.Amount, q.Currency)),
-	}}
-	if q.OtherRuns == 0 {
-		out = append(out, QueueCheck{OK: true, Text: "No other refund was asked for on this order."})
-	} else {
-		total := q.OtherRefunds + q.Amount
-		out = append(out, QueueCheck{OK: total <= q.OrderAmount, Text: fmt.Sprintf(
-			"Other refunds on this order: %s in %d %s; with this one %s of %s paid.",
-			FormatMoney(q.OtherRefunds, q.OrderCurrency), q.OtherRuns, plural(q.OtherRuns, "request", "requests"),
-			FormatMoney(total, q.OrderCurrency), paid)})
-	}
-	switch p := q.Proposal; {
-	case p == nil:
-		out = append(out, QueueCheck{OK: false, Text: "The agent recorded no proposal."})
-	case p.OrderID == q.OrderID && p.Amount == q.Amount && p.Currency == q.Currency:
-		out = append(out, QueueCheck{OK: true, Text: "The agent's proposal matches the request."})
-	default:
-		out = append(out, QueueCheck{OK: false, Text: fmt.Sprintf("The agent proposes %s on order #%d; the customer asked for %s.",
-			FormatMoney(p.Amount, p.Currency), p.OrderID, FormatMoney(q.Amount, q.Currency))})
-	}
-	return out
 }
 
 // QueuePage is one page of the queue as of Version: up to a page size of
@@ -157,14 +123,4 @@ func readQueue(ctx context.Context, tx *sqlx.Tx, after int64, limit int) (*Queue
 		}
 	}
 	return p, nil
-}
-
-// QueueVersion is the queue's current version: cheap, for a stream that
-// only needs to know whether anything changed.
-func (s *Store) QueueVersion(ctx context.Context) (int64, error) {
-	var v int64
-	if err := s.db.GetContext(ctx, &v, `SELECT version FROM queue_head`); err != nil {
-		return 0, fmt.Errorf("store: queue version: %w", err)
-	}
-	return v, nil
 }

@@ -5,12 +5,10 @@ import (
 	"fmt"
 	"math"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
-// StartWindow is the window a start rate limit counts starts over.
-const StartWindow = time.Minute
+// startWindow is the window a start rate limit counts starts over.
+const startWindow = time.Minute
 
 // startLockClass namespaces the per-user advisory lock that serializes a
 // user's starts (the two-key form, so it never meets the bigint-keyed locks
@@ -29,10 +27,10 @@ func (e *RateLimitedError) Error() string { return e.Err.Error() }
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
 // checkStartRate refuses a new start when the owner already started limit
-// runs in the last StartWindow. It holds a per-user advisory lock until the
+// runs in the last startWindow. It holds a per-user advisory lock until the
 // transaction ends, so racing starts (from any process) are counted one
 // after the other and never exceed the limit. limit <= 0 means no limit.
-func checkStartRate(ctx context.Context, tx *sqlx.Tx, ownerID int64, limit int) error {
+func checkStartRate(ctx context.Context, tx *txn, ownerID int64, limit int) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -48,7 +46,7 @@ func checkStartRate(ctx context.Context, tx *sqlx.Tx, ownerID int64, limit int) 
 	err := tx.QueryRowxContext(ctx, `SELECT count(*),
         COALESCE(EXTRACT(EPOCH FROM min(created_at) + $2::interval - clock_timestamp()), 0)::float8
         FROM runs WHERE owner_id = $1 AND created_at > clock_timestamp() - $2::interval`,
-		ownerID, interval(StartWindow)).Scan(&n, &wait)
+		ownerID, interval(startWindow)).Scan(&n, &wait)
 	if err != nil {
 		return fmt.Errorf("store: count recent starts: %w", err)
 	}

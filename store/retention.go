@@ -6,8 +6,6 @@ import (
 	"log/slog"
 	"sync"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Retention says how long each class of event is kept. Zero keeps forever.
@@ -39,7 +37,7 @@ func (s *Store) pruneOnce(ctx context.Context, ret Retention) (int64, error) {
 		return 0, nil
 	}
 	var n int64
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		// $1/$2 are NULL for "keep forever".
 		return tx.GetContext(ctx, &n, `
 WITH doomed AS (

@@ -137,7 +137,7 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 	if err := req.Validate(); err != nil {
 		return nil, false, err
 	}
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		if run, err = existingRun(ctx, tx, req); !errors.Is(err, ErrNotFound) {
 			return err
 		}
@@ -207,7 +207,7 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 // existingRun finds the owner's run with this client request ID: ErrNotFound
 // when there is none, ErrIdempotencyConflict when that run was started with
 // other parameters.
-func existingRun(ctx context.Context, tx *sqlx.Tx, req StartRequest) (*Run, error) {
+func existingRun(ctx context.Context, tx *txn, req StartRequest) (*Run, error) {
 	var r Run
 	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2`,
 		req.OwnerID, req.ClientRequestID)
@@ -282,21 +282,21 @@ func (s *Store) RunsByOwner(ctx context.Context, ownerID int64, limit int) ([]Ru
 
 const lockRunSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = $1 FOR UPDATE`
 
-// Mutation is a change to a run made under its row lock. It may write other
+// mutation is a change to a run made under its row lock. It may write other
 // rows through tx; it returns the run's new state ("" keeps the state) and
 // the events that record the change.
-type Mutation func(tx *sqlx.Tx, r *Run) (newState string, evs []NewEvent, err error)
+type mutation func(tx *txn, r *Run) (newState string, evs []NewEvent, err error)
 
-// Mutate locks the run, applies m, moves the run to the state m returns and
+// mutate locks the run, applies m, moves the run to the state m returns and
 // appends m's events, all in one transaction. Terminal states are final: a
 // mutation of a finished run that tries to change its state is ErrConflict.
-func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, []Event, error) {
+func (s *Store) mutate(ctx context.Context, runID uuid.UUID, m mutation) (*Run, []Event, error) {
 	var (
 		run *Run
 		out []Event
 	)
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
-		// Prepared like the append: Mutate is the other hot path.
+	err := s.inTx(ctx, func(tx *txn) error {
+		// Prepared like the append: mutate is the other hot path.
 		stmt, err := s.prepared(ctx, lockRunSQL)
 		if err != nil {
 			return err
@@ -342,7 +342,7 @@ func (s *Store) Mutate(ctx context.Context, runID uuid.UUID, m Mutation) (*Run, 
 // Transition moves a run from one state to another with the events that
 // record it. A run no longer in from is ErrAlreadyDone: someone moved it.
 func (s *Store) Transition(ctx context.Context, runID uuid.UUID, from, to string, evs ...NewEvent) (*Run, error) {
-	run, _, err := s.Mutate(ctx, runID, func(_ *sqlx.Tx, r *Run) (string, []NewEvent, error) {
+	run, _, err := s.mutate(ctx, runID, func(_ *txn, r *Run) (string, []NewEvent, error) {
 		if r.State != from {
 			return "", nil, ErrAlreadyDone
 		}

@@ -7,8 +7,6 @@ import (
 	"encoding/base64"
 	"fmt"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Sessions are kept server-side so that logging out (or disabling a user)
@@ -29,7 +27,7 @@ func (s *Store) CreateSession(ctx context.Context, userID int64, maxAge time.Dur
 		return "", fmt.Errorf("store: session id: %w", err)
 	}
 	id := base64.RawURLEncoding.EncodeToString(b)
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		if _, err := tx.ExecContext(ctx, `INSERT INTO sessions (id_hash, user_id, expires_at)
             VALUES ($1, $2, now() + make_interval(secs => $3))`, hashSessionID(id), userID, maxAge.Seconds()); err != nil {
 			return fmt.Errorf("store: create session: %w", err)
@@ -60,7 +58,7 @@ func (s *Store) UserBySession(ctx context.Context, id string) (*User, error) {
 // this session opened see it gone and close now rather than at their next
 // periodic re-check; the user's other sessions re-check and carry on.
 func (s *Store) EndSession(ctx context.Context, id string) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		var userIDs []int64
 		if err := tx.SelectContext(ctx, &userIDs, `DELETE FROM sessions WHERE id_hash = $1 RETURNING user_id`, hashSessionID(id)); err != nil {
 			return fmt.Errorf("store: end session: %w", err)

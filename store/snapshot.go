@@ -25,7 +25,7 @@ type Snapshot struct {
 	// Events are the stored events with seq <= CoveringSeq: all business
 	// events, and the narration the replay window still holds.
 	Events []Event
-	// Marks are the events of MarkTypes with seq <= CoveringSeq (who
+	// Marks are the events of markTypes with seq <= CoveringSeq (who
 	// decided, where a step began again), which ProgressOf folds; a head
 	// snapshot has them too.
 	Marks []Event
@@ -56,7 +56,7 @@ type logPart int
 
 const (
 	readNoEvents logPart = iota
-	readMarks            // the MarkTypes events, through their partial index
+	readMarks            // the markTypes events, through their partial index
 	readEvents           // every stored event up to CoveringSeq
 )
 
@@ -76,11 +76,11 @@ func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*S
 	return snap, nil
 }
 
-// marksSQL reads the MarkTypes events. The types are spelled out, not a
+// marksSQL reads the markTypes events. The types are spelled out, not a
 // parameter, so the planner uses the partial index run_events_marks_idx
 // (migration 00010) and reads only the marks, however long the log.
 var marksSQL = `SELECT ` + eventColumns + ` FROM run_events
-WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(MarkTypes, "', '") + `') ORDER BY seq`
+WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(markTypes, "', '") + `') ORDER BY seq`
 
 func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPart) (*Snapshot, error) {
 	r, err := getRun(ctx, tx, runID)
@@ -120,7 +120,7 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 		return nil, fmt.Errorf("store: snapshot events: %w", err)
 	}
 	for _, ev := range snap.Events {
-		if slices.Contains(MarkTypes, ev.Type) {
+		if slices.Contains(markTypes, ev.Type) {
 			snap.Marks = append(snap.Marks, ev)
 		}
 	}

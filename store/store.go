@@ -31,10 +31,10 @@ type Store struct {
 	mu    sync.Mutex
 	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
 
-	narration batcher[narrationPiece]
-	notifier  batcher[notice]
-	opens     batcher[*openRequest] // stream_open.go
-	openReads atomic.Int64          // statements the stream-open readers ran, for tests
+	narration *batcher[narrationPiece]
+	notifier  *batcher[notice]
+	opens     *batcher[*openRequest] // stream_open.go
+	openReads atomic.Int64           // statements the stream-open readers ran, for tests
 }
 
 // Option adjusts how Open sets up the pool.
@@ -44,8 +44,8 @@ type options struct {
 	poolSize int
 }
 
-// DefaultPoolSize is the pool's size when Open is given no PoolSize.
-const DefaultPoolSize = 16
+// defaultPoolSize is the pool's size when Open is given no PoolSize.
+const defaultPoolSize = 16
 
 // PoolSize caps the connections this process opens: processes × pool size
 // must fit PostgreSQL's max_connections, so many worker processes need a
@@ -60,7 +60,7 @@ func PoolSize(n int) Option {
 
 // Open connects to the database at url and checks it answers.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	o := options{poolSize: DefaultPoolSize}
+	o := options{poolSize: defaultPoolSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -82,8 +82,11 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		db.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	return &Store{db: db, url: url, narration: newBatcher[narrationPiece](maxNarrationBatch),
-		notifier: newBatcher[notice](4 * maxNotices), opens: newBatcher[*openRequest](maxOpenBatch)}, nil
+	s := &Store{db: db, url: url}
+	s.narration = newBatcher(maxNarrationBatch, 1, maxNarrationBatch, s.writeNarration)
+	s.notifier = newBatcher(4*maxNotices, 1, maxNotices, s.sendNotices)
+	s.opens = newBatcher(maxOpenBatch, openReaders, maxOpenBatch, s.answerOpens)
+	return s, nil
 }
 
 // Close closes the pool.
@@ -197,7 +200,7 @@ func affected(res sql.Result, what string) (int64, error) {
 // transaction PostgreSQL chose as a deadlock's victim rolled back whole, so
 // it is run again from the start, up to txAttempts times: every fn is
 // database work only, and what it computes is set afresh on each attempt.
-func (s *Store) inTx(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+func (s *Store) inTx(ctx context.Context, fn func(tx *txn) error) error {
 	var err error
 	for range txAttempts {
 		if err = s.inTxOnce(ctx, fn); !isDeadlock(err) {
@@ -216,23 +219,33 @@ func isDeadlock(err error) bool {
 	return errors.As(err, &pe) && pe.Code == "40P01"
 }
 
-func (s *Store) inTxOnce(ctx context.Context, fn func(tx *sqlx.Tx) error) error {
+func (s *Store) inTxOnce(ctx context.Context, fn func(tx *txn) error) error {
 	if err := s.warm(ctx); err != nil {
 		return err
 	}
-	tx, err := s.db.BeginTxx(ctx, nil)
+	sqlTx, err := s.db.BeginTxx(ctx, nil)
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	err = fn(tx)
-	notices := takeNotices(tx)
-	if err != nil {
+	tx := &txn{Tx: sqlTx}
+	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
 	}
 	if err := tx.Commit(); err != nil {
 		return fmt.Errorf("store: commit: %w", err)
 	}
-	s.notify(notices...)
+	s.notify(tx.notices...)
 	return nil
 }
+
+// txn is one transaction of inTx and the notices it will send once it
+// has committed (see notify.go): what a transaction announces travels with
+// it, and a rolled-back one announces nothing.
+type txn struct {
+	*sqlx.Tx
+	notices []notice
+}
+
+// noteAfterCommit queues n to be sent once tx commits.
+func (tx *txn) noteAfterCommit(n notice) { tx.notices = append(tx.notices, n) }

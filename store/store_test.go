@@ -6,47 +6,21 @@ import (
 	"os"
 	"testing"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
 
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
-func TestSeedDemo_Idempotent(t *testing.T) {
-	t.Parallel()
-	ctx := context.Background()
-	s := storetest.MustOpen(t)
-	if err := s.Ready(ctx); err != nil {
-		t.Fatalf("Ready: %v", err)
-	}
-	for i := 0; i < 2; i++ {
-		if err := s.SeedDemo(ctx); err != nil {
-			t.Fatalf("SeedDemo #%d: %v", i+1, err)
-		}
-	}
-	var users, orders int
-	if err := storetest.DB(t, s).GetContext(ctx, &users, `SELECT count(*) FROM users`); err != nil {
-		t.Fatal(err)
-	}
-	if err := storetest.DB(t, s).GetContext(ctx, &orders, `SELECT count(*) FROM orders`); err != nil {
-		t.Fatal(err)
-	}
-	if got, want := users, len(store.DemoUsers); got != want {
-		t.Errorf("users = %d, want %d", got, want)
-	}
-	if got, want := orders, 5; got != want {
-		t.Errorf("orders = %d, want %d", got, want)
-	}
-}
-
 func TestAuthenticate(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
 	s := storetest.MustOpen(t)
-	if err := s.SeedDemo(ctx); err != nil {
+	if err := devdb.SeedDemo(ctx, s); err != nil {
 		t.Fatal(err)
 	}
-	u, err := s.Authenticate(ctx, "Customer@Example.com ", store.DemoPassword)
+	u, err := s.Authenticate(ctx, "Customer@Example.com ", devdb.DemoPassword)
 	if err != nil {
 		t.Fatalf("Authenticate: %v", err)
 	}
@@ -70,7 +44,7 @@ func TestAuthenticate(t *testing.T) {
 		if _, err := storetest.DB(t, s).ExecContext(ctx, `UPDATE users SET disabled_at = now() WHERE id = $1`, u.ID); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := s.Authenticate(ctx, u.Email, store.DemoPassword); !errors.Is(err, store.ErrBadCredentials) {
+		if _, err := s.Authenticate(ctx, u.Email, devdb.DemoPassword); !errors.Is(err, store.ErrBadCredentials) {
 			t.Errorf("err = %v, want ErrBadCredentials", err)
 		}
 	})

@@ -25,9 +25,19 @@ const (
 	openBatchTimeout = 10 * time.Second
 )
 
+// credKind is the kind of credential a stream opens with: each kind is
+// read by its own statements.
+type credKind int
+
+const (
+	bySession credKind = iota
+	byToken
+	credKinds // how many kinds there are
+)
+
 type openRequest struct {
-	key   []byte // the session ID's or the token's hash
-	token bool   // key is a token's
+	key   []byte   // the session ID's or the token's hash
+	kind  credKind // which of the two key is
 	runID uuid.UUID
 	done  chan openAnswer // buffered: a reader never waits on a caller gone
 }
@@ -42,8 +52,7 @@ type openAnswer struct {
 // openBatched is StreamOpen batched with the other streams opening at the
 // same moment.
 func (s *Store) openBatched(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
-	b := &s.opens
-	b.run(openReaders, maxOpenBatch, s.answerOpens)
+	b := s.opens
 	req := newOpenRequest(c)
 	req.done = make(chan openAnswer, 1)
 	if err := b.put(ctx, req); err != nil {
@@ -67,21 +76,21 @@ func (s *Store) answerOpens(batch []*openRequest) {
 // newOpenRequest is c as the readers look it up: by its hash.
 func newOpenRequest(c StreamCredential) *openRequest {
 	if c.Token != "" {
-		return &openRequest{key: hashToken(c.Token), token: true, runID: c.RunID}
+		return &openRequest{key: hashToken(c.Token), kind: byToken, runID: c.RunID}
 	}
-	return &openRequest{key: hashSessionID(c.SessionID), runID: c.RunID}
+	return &openRequest{key: hashSessionID(c.SessionID), kind: bySession, runID: c.RunID}
 }
 
 // streamOpenBatchSQL is streamOpenSQL for many credentials of one kind and
 // runs at once: by session, or by token, whose use is noted as a lone
 // lookup notes it. A request that finds nothing has no row.
-var streamOpenBatchSQL = map[bool]string{
-	false: `SELECT c.i, ` + streamOpenColumns + `
+var streamOpenBatchSQL = [credKinds]string{
+	bySession: `SELECT c.i, ` + streamOpenColumns + `
 FROM unnest($1::bytea[], $2::uuid[]) WITH ORDINALITY AS c(id_hash, run_id, i)
 JOIN sessions s ON s.id_hash = c.id_hash AND s.expires_at > now()
 JOIN users u ON u.id = s.user_id AND u.disabled_at IS NULL
 JOIN runs r ON r.id = c.run_id`,
-	true: liveTokensSQL(`token_hash = ANY($1::bytea[])`) + `SELECT c.i, ` + streamOpenColumns + `
+	byToken: liveTokensSQL(`token_hash = ANY($1::bytea[])`) + `SELECT c.i, ` + streamOpenColumns + `
 FROM unnest($1::bytea[], $2::uuid[]) WITH ORDINALITY AS c(token_hash, run_id, i)
 JOIN t ON t.token_hash = c.token_hash
 JOIN users u ON u.id = t.user_id AND u.disabled_at IS NULL
@@ -89,7 +98,7 @@ JOIN runs r ON r.id = c.run_id`,
 }
 
 // streamOpenOneSQL is the single statement of each kind.
-var streamOpenOneSQL = map[bool]string{false: streamOpenBySessionSQL, true: streamOpenByTokenSQL}
+var streamOpenOneSQL = [credKinds]string{bySession: streamOpenBySessionSQL, byToken: streamOpenByTokenSQL}
 
 // readOpenBatch answers every request of batch: answers[i] is batch[i]'s.
 // Each kind of credential takes a statement; a kind with one request takes
@@ -98,10 +107,10 @@ func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
 	ctx, cancel := context.WithTimeout(context.Background(), openBatchTimeout)
 	defer cancel()
 	answers := make([]openAnswer, len(batch))
-	for _, token := range []bool{false, true} {
+	for kind := range credKinds {
 		var at []int // the places of this kind's requests
 		for i, r := range batch {
-			if r.token == token {
+			if r.kind == kind {
 				at = append(at, i)
 			}
 		}
@@ -111,9 +120,9 @@ func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
 		case 1:
 			s.openReads.Add(1)
 			r, a := batch[at[0]], &answers[at[0]]
-			a.user, a.run, a.hasApproval, a.err = s.streamOpenOne(ctx, streamOpenOneSQL[token], r.key, r.runID)
+			a.user, a.run, a.hasApproval, a.err = s.streamOpenOne(ctx, streamOpenOneSQL[kind], r.key, r.runID)
 		default:
-			s.readOpenKind(ctx, token, batch, at, answers)
+			s.readOpenKind(ctx, kind, batch, at, answers)
 		}
 	}
 	return answers
@@ -121,7 +130,7 @@ func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
 
 // readOpenKind reads the requests at places at (all of one kind) in one
 // statement, into their answers.
-func (s *Store) readOpenKind(ctx context.Context, token bool, batch []*openRequest, at []int, answers []openAnswer) {
+func (s *Store) readOpenKind(ctx context.Context, kind credKind, batch []*openRequest, at []int, answers []openAnswer) {
 	s.openReads.Add(1)
 	keys := make([][]byte, len(at))
 	runs := make([]string, len(at))
@@ -130,7 +139,7 @@ func (s *Store) readOpenKind(ctx context.Context, token bool, batch []*openReque
 		answers[i].err = ErrNotFound
 	}
 	var rows []streamOpenRow
-	stmt, err := s.prepared(ctx, streamOpenBatchSQL[token])
+	stmt, err := s.prepared(ctx, streamOpenBatchSQL[kind])
 	if err == nil {
 		err = stmt.SelectContext(ctx, &rows, pq.ByteaArray(keys), pq.StringArray(runs))
 	}

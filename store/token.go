@@ -10,8 +10,6 @@ import (
 	"fmt"
 	"strings"
 	"time"
-
-	"github.com/jmoiron/sqlx"
 )
 
 // Token is an API token's record. The token itself is never stored: only
@@ -56,7 +54,7 @@ func (s *Store) CreateToken(ctx context.Context, userID int64, name string) (*To
 	}
 	token := TokenPrefix + base64.RawURLEncoding.EncodeToString(secret)
 	var t Token
-	err := s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err := s.inTx(ctx, func(tx *txn) error {
 		err := tx.GetContext(ctx, &t, `INSERT INTO api_tokens (user_id, name, token_hash)
             SELECT id, $2, $3 FROM users WHERE id = $1
             RETURNING `+tokenColumns, userID, name, hashToken(token))
@@ -100,7 +98,7 @@ func (s *Store) TokenByID(ctx context.Context, id int64) (*Token, error) {
 // the token up again. Live streams of its user are notified to re-check.
 // Revoking a revoked token changes nothing.
 func (s *Store) RevokeToken(ctx context.Context, id int64) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		var t Token
 		err := tx.GetContext(ctx, &t, `SELECT `+tokenColumns+` FROM api_tokens WHERE id = $1 FOR UPDATE`, id)
 		if errors.Is(err, sql.ErrNoRows) {

@@ -10,7 +10,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/jmoiron/sqlx"
 	"golang.org/x/crypto/bcrypt"
 )
 
@@ -142,7 +141,7 @@ func (s *Store) CreateUser(ctx context.Context, email, name, role, password stri
 		return nil, fmt.Errorf("store: hash password: %w", err)
 	}
 	var id int64
-	err = s.inTx(ctx, func(tx *sqlx.Tx) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		if err := tx.GetContext(ctx, &id,
 			`INSERT INTO users (email, name, role, password_hash) VALUES ($1, $2, $3, $4) RETURNING id`,
 			strings.TrimSpace(email), name, role, string(hash)); err != nil {
@@ -164,7 +163,7 @@ func (s *Store) CreateUser(ctx context.Context, email, name, role, password stri
 // SetGrant gives (on=true) or takes away a grant, and notifies live streams
 // so they re-check what the user may see.
 func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on bool) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		q := `DELETE FROM grants WHERE user_id = $1 AND name = $2`
 		if on {
 			q = `INSERT INTO grants (user_id, name) VALUES ($1, $2) ON CONFLICT DO NOTHING`
@@ -173,7 +172,7 @@ func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on boo
 		if err != nil {
 			return fmt.Errorf("store: set grant: %w", err)
 		}
-		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
+		if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channelGrants, fmt.Sprint(userID)); err != nil {
 			return fmt.Errorf("store: notify grant: %w", err)
 		}
 		if n, err := affected(res, "set grant"); err != nil || n == 0 {

@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"slices"
 
-	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
 )
 
@@ -48,7 +47,7 @@ func (s *Store) SetRole(ctx context.Context, userID int64, role string) error {
 	if !slices.Contains(Roles, role) {
 		return Errorf(CodeInvalid, "There is no role %q.", role)
 	}
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		var old string
 		err := tx.GetContext(ctx, &old, `SELECT role FROM users WHERE id = $1 FOR UPDATE`, userID)
 		if errors.Is(err, sql.ErrNoRows) {
@@ -74,7 +73,7 @@ func (s *Store) SetRole(ctx context.Context, userID int64, role string) error {
 // their next request: their sessions end, API tokens reload the user every
 // time, and live streams are notified to re-check now.
 func (s *Store) SetDisabled(ctx context.Context, userID int64, disabled bool) error {
-	return s.inTx(ctx, func(tx *sqlx.Tx) error {
+	return s.inTx(ctx, func(tx *txn) error {
 		q := `UPDATE users SET disabled_at = NULL WHERE id = $1 AND disabled_at IS NOT NULL`
 		action := AuditUserEnabled
 		if disabled {
@@ -114,8 +113,8 @@ func (s *Store) SetDisabled(ctx context.Context, userID int64, disabled bool) er
 
 // notifyUser tells live streams that what userID may see may have changed;
 // delivered at commit.
-func notifyUser(ctx context.Context, tx *sqlx.Tx, userID int64) error {
-	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, ChannelGrants, fmt.Sprint(userID)); err != nil {
+func notifyUser(ctx context.Context, tx *txn, userID int64) error {
+	if _, err := tx.ExecContext(ctx, `SELECT pg_notify($1, $2)`, channelGrants, fmt.Sprint(userID)); err != nil {
 		return fmt.Errorf("store: notify user: %w", err)
 	}
 	return nil

@@ -32,8 +32,8 @@ type auditDetails struct {
 	Email  string `json:"email"`
 }
 
-// AuditActionWords names each audit action in the filter.
-var AuditActionWords = map[string]string{
+// auditActionWords names each audit action in the filter.
+var auditActionWords = map[string]string{
 	store.AuditLogin:              "Logins",
 	store.AuditLoginFailed:        "Failed logins",
 	store.AuditGrantAdded:         "Permissions given",
@@ -55,8 +55,8 @@ func GrantWords(grant string) string {
 	return "the " + strings.ReplaceAll(grant, "_", " ") + " grant"
 }
 
-// AuditWords turns e into a sentence for viewer.
-func AuditWords(e store.AuditEntry, viewer *store.User) AuditLine {
+// auditWords turns e into a sentence for viewer.
+func auditWords(e store.AuditEntry, viewer *store.User) AuditLine {
 	var d auditDetails
 	_ = json.Unmarshal(e.Details, &d) // the store wrote it; unreadable reads as empty
 	l := AuditLine{Actor: "Someone not signed in"}
@@ -119,17 +119,17 @@ func auditSubject(e store.AuditEntry, viewer *store.User) (string, string) {
 		if err != nil {
 			return "run " + id, ""
 		}
-		name := "run " + ShortID(runID)
+		name := "run " + shortID(runID)
 		if viewer != nil && viewer.Role == store.RoleSupport {
-			return name, SupportRunHref(runID)
+			return name, supportRunHref(runID)
 		}
 		return name, ""
 	}
 	return e.Subject, ""
 }
 
-// AuditNext is the address of the page of older entries after entries.
-func AuditNext(action string, entries []store.AuditEntry) string {
+// auditNext is the address of the page of older entries after entries.
+func auditNext(action string, entries []store.AuditEntry) string {
 	last := entries[len(entries)-1].ID
 	href := "/support/audit?before=" + strconv.FormatInt(last, 10)
 	if action != "" {

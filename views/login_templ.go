@@ -9,7 +9,7 @@ package views
 import "github.com/a-h/templ"
 import templruntime "github.com/a-h/templ/runtime"
 
-import "github.com/refundd/refundd/store"
+import "github.com/refundd/refundd/internal/devdb"
 
 // LoginForm is what the login page shows: the email as typed and, after a
 // failed attempt, why it failed.
@@ -19,7 +19,7 @@ type LoginForm struct {
 	// Next is the same-site page to land on after logging in ("/" or "").
 	Next string
 	// DemoLogins lists the demo accounts on the page (dev only).
-	DemoLogins []store.DemoUser
+	DemoLogins []devdb.DemoUser
 }
 
 func LoginPage(form LoginForm) templ.Component {
@@ -120,7 +120,7 @@ func LoginPage(form LoginForm) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var6 string
-				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(store.DemoPassword)
+				templ_7745c5c3_Var6, templ_7745c5c3_Err = templ.JoinStringErrs(devdb.DemoPassword)
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/login.templ`, Line: 39, Col: 56}
 				}

@@ -28,9 +28,9 @@ type NavLink struct {
 	Href, Label string
 }
 
-// NavFor lists the pages u's role works with; every page a role may open is
+// navFor lists the pages u's role works with; every page a role may open is
 // one click from any of its pages.
-func NavFor(u *store.User) []NavLink {
+func navFor(u *store.User) []NavLink {
 	if u == nil {
 		return nil
 	}

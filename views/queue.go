@@ -26,16 +26,16 @@ func QueueStreamURL(p *store.QueuePage) string {
 	return "/queue/events?" + q.Encode()
 }
 
-// QueuePageURL is the home page showing the queue after that version.
-func QueuePageURL(after int64) string {
+// queuePageURL is the home page showing the queue after that version.
+func queuePageURL(after int64) string {
 	if after <= 0 {
 		return "/#approval-queue"
 	}
 	return "/?queue_after=" + strconv.FormatInt(after, 10) + "#approval-queue"
 }
 
-// QueueCount says how much of the queue the page shows.
-func QueueCount(p *store.QueuePage) string {
+// queueCount says how much of the queue the page shows.
+func queueCount(p *store.QueuePage) string {
 	n := len(p.Items)
 	switch {
 	case p.Total == 0:

@@ -235,7 +235,7 @@ func QueueCountLine(p *store.QueuePage, oob bool) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var8 string
-		templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(QueueCount(p))
+		templ_7745c5c3_Var8, templ_7745c5c3_Err = templ.JoinStringErrs(queueCount(p))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/queue.templ`, Line: 52, Col: 101}
 		}
@@ -301,7 +301,7 @@ func QueuePager(p *store.QueuePage, oob bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var10 string
-			templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(QueuePageURL(0))).ResolveURL(ctx)
+			templ_7745c5c3_Var10, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(queuePageURL(0))).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/queue.templ`, Line: 59, Col: 43}
 			}
@@ -320,7 +320,7 @@ func QueuePager(p *store.QueuePage, oob bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var11 string
-			templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(QueuePageURL(nextAfter(p)))).ResolveURL(ctx)
+			templ_7745c5c3_Var11, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.SafeURL(queuePageURL(nextAfter(p)))).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/queue.templ`, Line: 62, Col: 54}
 			}
@@ -587,7 +587,7 @@ func QueueCard(it *store.QueueItem) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		for _, c := range it.Checks() {
+		for _, c := range queueChecks(it) {
 			if c.OK {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<li class=\"check-ok\"><span aria-hidden=\"true\">✓ </span><span class=\"sr-only\">Passed: </span>")
 				if templ_7745c5c3_Err != nil {

@@ -61,7 +61,7 @@ func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
 		switch {
 		case ev.Type == store.EventNarrationDelta && v.ShowsNarration(ev):
 			v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
-		case InTimeline(ev):
+		case inTimeline(ev):
 			v.Timeline = append(v.Timeline, ev)
 		}
 	}
@@ -83,9 +83,9 @@ func (v *RunView) CanCancel() bool {
 	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested && !store.CancelTooLate(v.Operations)
 }
 
-// CancelGone says why a viewer who could cancel before no longer can, ""
+// cancelGone says why a viewer who could cancel before no longer can, ""
 // when the cancel is still offered or was never theirs to make.
-func (v *RunView) CancelGone() string {
+func (v *RunView) cancelGone() string {
 	if !v.Viewer.MayCancel || v.Terminal() || v.CancelRequested || !store.CancelTooLate(v.Operations) {
 		return ""
 	}
@@ -125,9 +125,9 @@ func (v *RunView) Who(d *store.Decider, unknown string) string {
 	return role
 }
 
-// CancelNote is the pending cancel in words while the run goes on, ""
+// cancelNote is the pending cancel in words while the run goes on, ""
 // when there is none.
-func (v *RunView) CancelNote() string {
+func (v *RunView) cancelNote() string {
 	if !v.CancelRequested || v.Terminal() {
 		return ""
 	}
@@ -138,17 +138,17 @@ func (v *RunView) CancelNote() string {
 	return "Cancel requested by " + who + ": the agent stops before any money moves."
 }
 
-// ApprovalNote says who approved, "" before an approval.
-func (v *RunView) ApprovalNote() string {
+// approvalNote says who approved, "" before an approval.
+func (v *RunView) approvalNote() string {
 	if v.ApprovedBy == nil {
 		return ""
 	}
 	return "Approved by " + v.Who(v.ApprovedBy, "an approver") + "."
 }
 
-// OutcomeText is the one sentence that says how the run ended, "" while it
+// outcomeText is the one sentence that says how the run ended, "" while it
 // goes on.
-func (v *RunView) OutcomeText() string {
+func (v *RunView) outcomeText() string {
 	amount := store.FormatMoney(v.Run.Amount, v.Run.Currency)
 	for _, op := range v.Operations {
 		if op.State == store.OpSucceeded {
@@ -181,9 +181,9 @@ type ProgressStep struct {
 	Here bool
 }
 
-// ProgressSteps is the progress line: requested, checked, approval (when
+// progressSteps is the progress line: requested, checked, approval (when
 // one was asked for), sent, confirmed, with where the run stands marked.
-func (v *RunView) ProgressSteps() []ProgressStep {
+func (v *RunView) progressSteps() []ProgressStep {
 	labels := []string{"Requested", "Checked"}
 	if v.ApprovalAsked {
 		labels = append(labels, "Approval")
@@ -215,10 +215,10 @@ func (v *RunView) ProgressSteps() []ProgressStep {
 	return steps
 }
 
-// InTimeline reports whether an event is a line of the run page's
+// inTimeline reports whether an event is a line of the run page's
 // timeline, the business history. A restarted step is told beside the
 // narration instead (NarrationRestarted).
-func InTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentation }
+func inTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentation }
 
 // NarrationText is the text of a narration.delta event.
 func NarrationText(ev store.Event) string {
@@ -226,8 +226,8 @@ func NarrationText(ev store.Event) string {
 	return p.Text
 }
 
-// StateLabel is how a run state reads on the page.
-func StateLabel(state string) string {
+// stateLabel is how a run state reads on the page.
+func stateLabel(state string) string {
 	switch state {
 	case store.StateCreated:
 		return "Received"
@@ -249,9 +249,9 @@ func StateLabel(state string) string {
 	return state
 }
 
-// OperationLabel is how a ledger state reads: submitted is not succeeded,
+// operationLabel is how a ledger state reads: submitted is not succeeded,
 // and an unknown outcome is being verified, never "failed".
-func OperationLabel(state string) string {
+func operationLabel(state string) string {
 	switch state {
 	case store.OpSubmitted:
 		return "sent to the payment provider, not yet confirmed"

@@ -635,7 +635,7 @@ func RunStatus(v *RunView, attrs templ.Attributes) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var24 string
-		templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(StateLabel(v.State))
+		templ_7745c5c3_Var24, templ_7745c5c3_Err = templ.JoinStringErrs(stateLabel(v.State))
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 101, Col: 85}
 		}
@@ -686,7 +686,7 @@ func RunStatus(v *RunView, attrs templ.Attributes) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		if note := v.ApprovalNote(); note != "" && !v.Terminal() {
+		if note := v.approvalNote(); note != "" && !v.Terminal() {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 41, "<p id=\"approval-note\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -705,7 +705,7 @@ func RunStatus(v *RunView, attrs templ.Attributes) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if note := v.CancelNote(); note != "" {
+		if note := v.cancelNote(); note != "" {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 43, "<p id=\"cancel-note\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -777,7 +777,7 @@ func RunProgress(v *RunView, attrs templ.Attributes) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		for _, st := range v.ProgressSteps() {
+		for _, st := range v.progressSteps() {
 			if st.Here {
 				{
 					templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
@@ -990,7 +990,7 @@ func RunActions(v *RunView, attrs templ.Attributes) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if gone := v.CancelGone(); gone != "" {
+		if gone := v.cancelGone(); gone != "" {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 63, "<p id=\"cancel-gone\" class=\"muted\">")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -1368,7 +1368,7 @@ func RunOutcome(v *RunView, attrs templ.Attributes) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var61 string
-			templ_7745c5c3_Var61, templ_7745c5c3_Err = templ.JoinStringErrs(v.OutcomeText())
+			templ_7745c5c3_Var61, templ_7745c5c3_Err = templ.JoinStringErrs(v.outcomeText())
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 172, Col: 50}
 			}
@@ -1380,7 +1380,7 @@ func RunOutcome(v *RunView, attrs templ.Attributes) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			if note := v.ApprovalNote(); note != "" {
+			if note := v.approvalNote(); note != "" {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 91, "<p id=\"outcome-approval\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
@@ -1454,7 +1454,7 @@ func RunOutcome(v *RunView, attrs templ.Attributes) templ.Component {
 					return templ_7745c5c3_Err
 				}
 				var templ_7745c5c3_Var66 string
-				templ_7745c5c3_Var66, templ_7745c5c3_Err = templ.JoinStringErrs(OperationLabel(op.State))
+				templ_7745c5c3_Var66, templ_7745c5c3_Err = templ.JoinStringErrs(operationLabel(op.State))
 				if templ_7745c5c3_Err != nil {
 					return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 182, Col: 86}
 				}
@@ -1892,7 +1892,7 @@ func StreamEvent(v *RunView, ev store.Event) templ.Component {
 				}
 			}
 		} else {
-			if v.Full && InTimeline(ev) {
+			if v.Full && inTimeline(ev) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 130, "<div hx-swap-oob=\"beforeend:#timeline\">")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

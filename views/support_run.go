@@ -128,9 +128,9 @@ func (d *SupportRun) customer() string {
 	return d.person(d.Snap.Run.OwnerID)
 }
 
-// LedgerEvents are the log's events about operation id, in order: the
+// ledgerEvents are the log's events about operation id, in order: the
 // submission, each "verifying" and the verified outcome.
-func (d *SupportRun) LedgerEvents(id uuid.UUID) []SupportRow {
+func (d *SupportRun) ledgerEvents(id uuid.UUID) []SupportRow {
 	var out []SupportRow
 	for i, ev := range d.Snap.Events {
 		if n, ok := store.OperationNewsOf(ev); ok && n.OperationID == id {
@@ -141,8 +141,8 @@ func (d *SupportRun) LedgerEvents(id uuid.UUID) []SupportRow {
 	return out
 }
 
-// FirstNarration is the seq of the oldest narration still stored, 0 if none.
-func (d *SupportRun) FirstNarration() int64 {
+// firstNarration is the seq of the oldest narration still stored, 0 if none.
+func (d *SupportRun) firstNarration() int64 {
 	for _, r := range d.Rows {
 		if r.Narrated {
 			return r.Seq
@@ -151,18 +151,18 @@ func (d *SupportRun) FirstNarration() int64 {
 	return 0
 }
 
-// ShortID tells runs apart in a list: the end of the ID, since a UUIDv7
+// shortID tells runs apart in a list: the end of the ID, since a UUIDv7
 // begins with its creation time, which runs made together share.
-func ShortID(id uuid.UUID) string {
+func shortID(id uuid.UUID) string {
 	s := id.String()
 	return "…" + s[len(s)-8:]
 }
 
-// ExportHref is where the run's JSON download lives.
-func ExportHref(id uuid.UUID) string { return "/support/runs/" + id.String() + "/export" }
+// exportHref is where the run's JSON download lives.
+func exportHref(id uuid.UUID) string { return "/support/runs/" + id.String() + "/export" }
 
-// SupportRunHref is support's page of a run.
-func SupportRunHref(id uuid.UUID) string { return "/support/runs/" + id.String() }
+// supportRunHref is support's page of a run.
+func supportRunHref(id uuid.UUID) string { return "/support/runs/" + id.String() }
 
 // stamp is a time as support reads it: date, time to the millisecond, zone.
 func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 MST") }
@@ -178,8 +178,8 @@ func (r SupportRow) seqRange() string {
 	return strconv.FormatInt(r.Seq, 10) + "–" + strconv.FormatInt(r.LastSeq, 10)
 }
 
-// PageHref is the search's address at page p, with the same query.
-func (q SupportSearch) PageHref(p int) string {
+// pageHref is the search's address at page p, with the same query.
+func (q SupportSearch) pageHref(p int) string {
 	v := url.Values{}
 	if q.Query != "" {
 		v.Set("q", q.Query)

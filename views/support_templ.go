@@ -176,7 +176,7 @@ func SupportRunsPage(user *store.User, q SupportSearch, states []string, runs []
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var8 string
-					templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(SupportRunHref(r.ID))).ResolveURL(ctx)
+					templ_7745c5c3_Var8, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(supportRunHref(r.ID))).ResolveURL(ctx)
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/support.templ`, Line: 65, Col: 71}
 					}
@@ -202,7 +202,7 @@ func SupportRunsPage(user *store.User, q SupportSearch, states []string, runs []
 						return templ_7745c5c3_Err
 					}
 					var templ_7745c5c3_Var10 string
-					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(ShortID(r.ID))
+					templ_7745c5c3_Var10, templ_7745c5c3_Err = templ.JoinStringErrs(shortID(r.ID))
 					if templ_7745c5c3_Err != nil {
 						return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/support.templ`, Line: 65, Col: 119}
 					}
@@ -437,7 +437,7 @@ func searchPager(q SupportSearch, shown int) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var24 string
-			templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(q.PageHref(q.Page - 1))).ResolveURL(ctx)
+			templ_7745c5c3_Var24, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(q.pageHref(q.Page - 1))).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/support.templ`, Line: 91, Col: 47}
 			}
@@ -456,7 +456,7 @@ func searchPager(q SupportSearch, shown int) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var25 string
-			templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(q.PageHref(q.Page + 1))).ResolveURL(ctx)
+			templ_7745c5c3_Var25, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(q.pageHref(q.Page + 1))).ResolveURL(ctx)
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/support.templ`, Line: 94, Col: 47}
 			}
@@ -692,7 +692,7 @@ func SupportRunDetails(d *SupportRun) templ.Component {
 			return templ_7745c5c3_Err
 		}
 		var templ_7745c5c3_Var38 string
-		templ_7745c5c3_Var38, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(ExportHref(d.Snap.Run.ID))).ResolveURL(ctx)
+		templ_7745c5c3_Var38, templ_7745c5c3_Err = templruntime.NewAttributeExpression(templ.URL(exportHref(d.Snap.Run.ID))).ResolveURL(ctx)
 		if templ_7745c5c3_Err != nil {
 			return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/support.templ`, Line: 131, Col: 85}
 		}
@@ -784,7 +784,7 @@ func supportCoverage(d *SupportRun) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		if n := d.FirstNarration(); n > 0 {
+		if n := d.firstNarration(); n > 0 {
 			templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 61, "<p class=\"muted\">The oldest narration still stored is seq ")
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
@@ -885,7 +885,7 @@ func supportLedger(d *SupportRun) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var47 string
-			templ_7745c5c3_Var47, templ_7745c5c3_Err = templ.JoinStringErrs(OperationLabel(op.State))
+			templ_7745c5c3_Var47, templ_7745c5c3_Err = templ.JoinStringErrs(operationLabel(op.State))
 			if templ_7745c5c3_Err != nil {
 				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/support.templ`, Line: 170, Col: 88}
 			}
@@ -1026,7 +1026,7 @@ func supportLedger(d *SupportRun) templ.Component {
 			if templ_7745c5c3_Err != nil {
 				return templ_7745c5c3_Err
 			}
-			for _, r := range d.LedgerEvents(op.ID) {
+			for _, r := range d.ledgerEvents(op.ID) {
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 84, "<li data-seq=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

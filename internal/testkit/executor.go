@@ -46,11 +46,13 @@ func StartProvider(tb testing.TB, db *sqlx.DB, faults payments.Faults, timeout t
 // test ends. What cfg leaves zero that a test would wait for is made short:
 // it looks for work every 20 ms and retries after 20 ms, backing off to at
 // most a second (a lookup outage must not push a retry past the test's
-// deadline on a loaded machine). l wakes it on new
+// deadline on a loaded machine). Unless the test says, it works on four
+// runs at once (agent has no default of its own). l wakes it on new
 // work; nil gives it a Listener of its own. It logs warnings to the test's
 // output.
 func StartExecutor(tb testing.TB, st *store.Store, l *store.Listener, provider payments.Provider, narrator agent.Narrator, cfg agent.Config) *agent.Executor {
 	tb.Helper()
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 4)
 	cfg.Poll = cmp.Or(cfg.Poll, 20*time.Millisecond)
 	cfg.RetryBase = cmp.Or(cfg.RetryBase, 20*time.Millisecond)
 	cfg.RetryMax = cmp.Or(cfg.RetryMax, time.Second)

@@ -23,13 +23,14 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/peterldowns/pgtestdb"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/migrations"
 	"github.com/refundd/refundd/store"
 )
 
 var (
 	once    sync.Once
-	cluster *store.Cluster
+	cluster *devdb.Cluster
 	dataDir string
 	initErr error
 )
@@ -69,7 +70,7 @@ func start() {
 	if initErr = os.Chmod(dataDir, 0o755); initErr != nil {
 		return
 	}
-	cluster, initErr = store.NewCluster(dataDir, 5432)
+	cluster, initErr = devdb.NewCluster(dataDir, 5432)
 	if initErr != nil {
 		return
 	}
@@ -92,7 +93,7 @@ func reapOrphans(base string) {
 		if err != nil || syscall.Kill(pid, 0) != syscall.ESRCH {
 			continue // its owner is alive
 		}
-		c, err := store.NewCluster(dir, 5432)
+		c, err := devdb.NewCluster(dir, 5432)
 		if err != nil {
 			continue
 		}

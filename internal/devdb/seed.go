@@ -1,9 +1,11 @@
-package store
+package devdb
 
 import (
 	"context"
 	"errors"
 	"fmt"
+
+	"github.com/refundd/refundd/store"
 )
 
 // DemoPassword is the password of every demo login. Dev only.
@@ -17,11 +19,11 @@ type DemoUser struct {
 
 // DemoUsers are the demo logins of DESIGN.md, one per role (two customers).
 var DemoUsers = []DemoUser{
-	{"customer@example.com", "Casey Customer", RoleCustomer, []string{GrantRefundAccess}},
-	{"customer2@example.com", "Cam Customer", RoleCustomer, []string{GrantRefundAccess}},
-	{"approver@example.com", "Avery Approver", RoleApprover, nil},
-	{"support@example.com", "Sam Support", RoleSupport, nil},
-	{"admin@example.com", "Ada Admin", RoleAdmin, nil},
+	{"customer@example.com", "Casey Customer", store.RoleCustomer, []string{store.GrantRefundAccess}},
+	{"customer2@example.com", "Cam Customer", store.RoleCustomer, []string{store.GrantRefundAccess}},
+	{"approver@example.com", "Avery Approver", store.RoleApprover, nil},
+	{"support@example.com", "Sam Support", store.RoleSupport, nil},
+	{"admin@example.com", "Ada Admin", store.RoleAdmin, nil},
 }
 
 type demoOrder struct {
@@ -45,14 +47,14 @@ var demoOrders = map[string][]demoOrder{
 // SeedDemo creates the demo users and their orders. Running it again changes
 // nothing: users are matched by email, orders are only added to a customer
 // who has none.
-func (s *Store) SeedDemo(ctx context.Context) error {
+func SeedDemo(ctx context.Context, s *store.Store) error {
 	for _, d := range DemoUsers {
 		u, err := s.UserByEmail(ctx, d.Email)
-		if errors.Is(err, ErrNotFound) {
+		if errors.Is(err, store.ErrNotFound) {
 			u, err = s.CreateUser(ctx, d.Email, d.Name, d.Role, DemoPassword, d.Grants...)
 		}
 		if err != nil {
-			return fmt.Errorf("store: seed %s: %w", d.Email, err)
+			return fmt.Errorf("devdb: seed %s: %w", d.Email, err)
 		}
 		orders, err := s.OrdersByCustomer(ctx, u.ID)
 		if err != nil {
@@ -63,7 +65,7 @@ func (s *Store) SeedDemo(ctx context.Context) error {
 		}
 		for _, o := range demoOrders[d.Email] {
 			if _, err := s.CreateOrder(ctx, u.ID, o.description, o.amount, o.currency); err != nil {
-				return fmt.Errorf("store: seed order: %w", err)
+				return fmt.Errorf("devdb: seed order: %w", err)
 			}
 		}
 	}

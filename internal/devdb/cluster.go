@@ -1,4 +1,8 @@
-package store
+// Package devdb owns refundd's private development PostgreSQL: a cluster
+// of its own under a folder (initdb, pg_ctl), refundd's database in it,
+// and the demo data `refundd dev` seeds. Tests and the load test use the
+// same cluster code.
+package devdb
 
 import (
 	"bytes"
@@ -42,7 +46,7 @@ type Cluster struct {
 func NewCluster(dataDir string, port int) (*Cluster, error) {
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
-		return nil, fmt.Errorf("store: cluster dir: %w", err)
+		return nil, fmt.Errorf("devdb: cluster dir: %w", err)
 	}
 	sock := filepath.Join(abs, "run")
 	// sun_path holds 108 bytes; the file name ".s.PGSQL.NNNNN.lock" needs ~20.
@@ -70,7 +74,7 @@ func (c *Cluster) Start(ctx context.Context) (bool, error) {
 	}
 	for _, d := range []string{filepath.Dir(c.Dir), c.SocketDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
-			return false, fmt.Errorf("store: cluster dir: %w", err)
+			return false, fmt.Errorf("devdb: cluster dir: %w", err)
 		}
 	}
 	if err := c.chown(c.SocketDir); err != nil {
@@ -121,14 +125,14 @@ func (c *Cluster) running(ctx context.Context) bool {
 
 func (c *Cluster) initdb(ctx context.Context) error {
 	if err := os.MkdirAll(c.Dir, 0o700); err != nil {
-		return fmt.Errorf("store: cluster dir: %w", err)
+		return fmt.Errorf("devdb: cluster dir: %w", err)
 	}
 	if err := c.chown(c.Dir); err != nil {
 		return err
 	}
 	cmd := c.command(ctx, "initdb", "--no-sync", "-A", "trust", "-E", "UTF8", "--locale=C.UTF-8", "-U", "postgres", "-D", c.Dir)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("store: initdb %s: %w: %s", c.Dir, err, lastLines(out))
+		return fmt.Errorf("devdb: initdb %s: %w: %s", c.Dir, err, lastLines(out))
 	}
 	return nil
 }
@@ -136,7 +140,7 @@ func (c *Cluster) initdb(ctx context.Context) error {
 func (c *Cluster) pgctl(ctx context.Context, args ...string) error {
 	cmd := c.command(ctx, "pg_ctl", args...)
 	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("store: pg_ctl %s: %w: %s", args[len(args)-1], err, lastLines(out))
+		return fmt.Errorf("devdb: pg_ctl %s: %w: %s", args[len(args)-1], err, lastLines(out))
 	}
 	return nil
 }
@@ -161,7 +165,7 @@ func (c *Cluster) chown(dir string) error {
 		return nil
 	}
 	if err := os.Chown(dir, int(uid), int(gid)); err != nil {
-		return fmt.Errorf("store: chown %s: %w", dir, err)
+		return fmt.Errorf("devdb: chown %s: %w", dir, err)
 	}
 	return nil
 }

@@ -1,4 +1,4 @@
-package store
+package devdb
 
 // Bootstrap of the private cluster: a command run without DATABASE_URL
 // (`refundd dev`, and any other subcommand on a developer's machine) keeps
@@ -8,6 +8,7 @@ package store
 import (
 	"context"
 	"crypto/sha256"
+	"database/sql"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -19,7 +20,9 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/lib/pq"
+	"github.com/lib/pq" // also the PostgreSQL driver
+
+	"github.com/refundd/refundd/store"
 )
 
 // devPort names the private cluster's socket file. The cluster listens on
@@ -36,7 +39,7 @@ const devDatabase = "refundd"
 // returned close function closes the pool and stops the cluster if this
 // call started it; a cluster that was already running is left running. It
 // uses its own deadline, so it works after ctx ended.
-func OpenPrivate(ctx context.Context, dataDir string, logger *slog.Logger) (*Store, func(), error) {
+func OpenPrivate(ctx context.Context, dataDir string, logger *slog.Logger) (*store.Store, func(), error) {
 	cluster, stopCluster, err := startPrivateCluster(ctx, dataDir, logger)
 	if err != nil {
 		return nil, nil, err
@@ -45,7 +48,7 @@ func OpenPrivate(ctx context.Context, dataDir string, logger *slog.Logger) (*Sto
 		stopCluster()
 		return nil, nil, err
 	}
-	st, err := Open(ctx, cluster.URL(devDatabase))
+	st, err := store.Open(ctx, cluster.URL(devDatabase))
 	if err != nil {
 		stopCluster()
 		return nil, nil, err
@@ -58,7 +61,7 @@ func OpenPrivate(ctx context.Context, dataDir string, logger *slog.Logger) (*Sto
 // it.
 func startPrivateCluster(ctx context.Context, dataDir string, logger *slog.Logger) (*Cluster, func(), error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
-		return nil, nil, fmt.Errorf("store: data dir: %w", err)
+		return nil, nil, fmt.Errorf("devdb: data dir: %w", err)
 	}
 	home, err := clusterHome(dataDir)
 	if err != nil {
@@ -102,7 +105,7 @@ func startPrivateCluster(ctx context.Context, dataDir string, logger *slog.Logge
 func clusterHome(dataDir string) (string, error) {
 	abs, err := filepath.Abs(dataDir)
 	if err != nil {
-		return "", fmt.Errorf("store: data dir: %w", err)
+		return "", fmt.Errorf("devdb: data dir: %w", err)
 	}
 	if os.Geteuid() != 0 {
 		return dataDir, nil
@@ -114,7 +117,7 @@ func clusterHome(dataDir string) (string, error) {
 	for dir := abs; ; dir = filepath.Dir(dir) {
 		st, err := os.Stat(dir)
 		if err != nil {
-			return "", fmt.Errorf("store: data dir: %w", err)
+			return "", fmt.Errorf("devdb: data dir: %w", err)
 		}
 		owner := ""
 		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
@@ -124,7 +127,7 @@ func clusterHome(dataDir string) (string, error) {
 			sum := sha256.Sum256([]byte(abs))
 			home := filepath.Join("/var/tmp", "refundd-"+hex.EncodeToString(sum[:6]))
 			if err := os.MkdirAll(home, 0o755); err != nil {
-				return "", fmt.Errorf("store: cluster home: %w", err)
+				return "", fmt.Errorf("devdb: cluster home: %w", err)
 			}
 			return home, nil
 		}
@@ -137,26 +140,26 @@ func clusterHome(dataDir string) (string, error) {
 // createDatabase creates database name unless it exists. It runs against
 // the cluster's maintenance database, before refundd's own database exists.
 func createDatabase(ctx context.Context, maintenanceURL, name string) error {
-	admin, err := Open(ctx, maintenanceURL)
+	admin, err := sql.Open("postgres", maintenanceURL)
 	if err != nil {
-		return err
+		return fmt.Errorf("devdb: open: %w", err)
 	}
 	defer admin.Close()
 	var exists bool
-	if err := admin.db.GetContext(ctx, &exists, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name); err != nil {
-		return fmt.Errorf("store: look up database %s: %w", name, err)
+	if err := admin.QueryRowContext(ctx, `SELECT EXISTS (SELECT 1 FROM pg_database WHERE datname = $1)`, name).Scan(&exists); err != nil {
+		return fmt.Errorf("devdb: look up database %s: %w", name, err)
 	}
 	if exists {
 		return nil
 	}
-	_, err = admin.db.ExecContext(ctx, `CREATE DATABASE `+pq.QuoteIdentifier(name))
+	_, err = admin.ExecContext(ctx, `CREATE DATABASE `+pq.QuoteIdentifier(name))
 	var pqErr *pq.Error
 	if errors.As(err, &pqErr) && pqErr.Code == "42P04" {
 		// Another process created it first.
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("store: create database %s: %w", name, err)
+		return fmt.Errorf("devdb: create database %s: %w", name, err)
 	}
 	return nil
 }
