@@ -61,7 +61,8 @@ func (sc *Conn) AddRun(run *store.Run, cred store.StreamCredential, access int, 
 		return refused
 	}
 	leaveTail, tailFrom := sc.e.tails.join(run.ID, run.LastSeq, sub)
-	f := &logFeed{sc: sc, v: v, runID: run.ID, sub: sub, run: run, rawCursor: cursor, idPrefix: idPrefix, tailFrom: tailFrom}
+	f := &logFeed{sc: sc, v: v, runID: run.ID, sub: sub, run: run, idPrefix: idPrefix, tailFrom: tailFrom}
+	f.asked, f.askedErr = store.ParseCursor(cursor)
 	f.leaveFn = func() { leaveTail(); sc.e.reg.remove(sub) }
 	sc.feeds = append(sc.feeds, f)
 	return ""
@@ -69,15 +70,16 @@ func (sc *Conn) AddRun(run *store.Run, cred store.StreamCredential, access int, 
 
 // logFeed is one run's stream: where it is in the run's log.
 type logFeed struct {
-	sc        *Conn
-	v         RunView
-	runID     uuid.UUID
-	sub       *Sub
-	run       *store.Run // as loaded for the access check
-	rawCursor string     // the cursor it was asked to resume from
-	tailFrom  int64      // the tail hands over every seq after this (tails.join)
-	idPrefix  string     // "": ids are seqs; "RUN:" on a connection of several runs
-	leaveFn   func()     // leaves the tail and the registry
+	sc       *Conn
+	v        RunView
+	runID    uuid.UUID
+	sub      *Sub
+	run      *store.Run // as loaded for the access check
+	asked    int64      // the cursor it was asked to resume from
+	askedErr error      // why that cursor is not one (store.ParseCursor)
+	tailFrom int64      // the tail hands over every seq after this (tails.join)
+	idPrefix string     // "": ids are seqs; "RUN:" on a connection of several runs
+	leaveFn  func()     // leaves the tail and the registry
 
 	// The start, as prepare found it.
 	snap    *store.Snapshot
@@ -101,7 +103,7 @@ func (f *logFeed) closing(ctx context.Context, r Reason) ([]byte, error) {
 // snapshot's head and then replays after it; if pruning overtakes it
 // meanwhile, the reader falls back to a snapshot.
 func (f *logFeed) prepare(ctx context.Context) error {
-	cursor, err := store.ParseCursor(f.rawCursor)
+	cursor, err := f.asked, f.askedErr
 	if err == nil {
 		err = f.run.CheckCursor(cursor)
 	}

@@ -57,7 +57,10 @@ func (sc *Conn) AddState(what string, cred store.StreamCredential, cursor string
 	if refused != "" {
 		return refused
 	}
-	f := &stateFeed{sc: sc, v: v, what: what, sub: sub, rawCursor: cursor}
+	f := &stateFeed{sc: sc, v: v, what: what, sub: sub, asked: -1}
+	if version, err := store.ParseCursor(cursor); err == nil {
+		f.asked = version
+	}
 	f.dirty.Store(true)
 	sc.feeds = append(sc.feeds, f)
 	return ""
@@ -65,11 +68,11 @@ func (sc *Conn) AddState(what string, cred store.StreamCredential, cursor string
 
 // stateFeed is one state's stream: what it shows now.
 type stateFeed struct {
-	sc        *Conn
-	v         StateView
-	what      string
-	sub       *Sub
-	rawCursor string
+	sc    *Conn
+	v     StateView
+	what  string
+	sub   *Sub
+	asked int64 // the version the client shows; -1 for none
 
 	shown    State
 	pending  []pendingMessage // rendered before the response opened
@@ -176,7 +179,7 @@ func (f *stateFeed) prepare(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	if cursor, err := store.ParseCursor(f.rawCursor); err == nil && cursor == next.Version() {
+	if f.asked == next.Version() {
 		f.shown = next
 		return nil
 	}
