@@ -57,7 +57,7 @@ func (h *Handler) renderHome(c echo.Context, status int, form views.StartForm) e
 // Why a run list's stream ends for good, in the words its page shows.
 const (
 	msgRunListSignedOut = "Your session has ended. Log in again to follow your refunds."
-	msgRunListDenied    = "This list is for customers."
+	msgRunListDenied    = "This list is not available to you: it is for customers."
 )
 
 // streamOwnRuns is GET /runs/events: a customer's run list, live, as a

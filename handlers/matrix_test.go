@@ -97,6 +97,7 @@ func mxRows() []mxRow {
 		{"GET", "/runs/:id/events", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
 		{"GET", "/queue/events", false, mxPath("/queue/events?after=x"), mxWant{"sse signed-out", "sse denied", "sse denied", "sse denied", "sse queue", "sse denied", "sse denied", "sse signed-out"}},
 		{"GET", "/streams", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
+		{"GET", "/runs/events", false, mxPath("/runs/events?after=x"), mxWant{"sse signed-out", "sse list", "sse list", "sse list", "sse denied", "sse denied", "sse denied", "sse signed-out"}},
 
 		{"GET", "/support/audit", false, mxPath("/support/audit"), mxWant{L, "403", "403", "403", "403", "200", "200", L}},
 		{"GET", "/support/runs/:id", false, mxOnRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
@@ -679,6 +680,10 @@ func (m *mxApp) checkStream(t *testing.T, client *http.Client, cell *mxCell, wha
 	case "queue":
 		if len(frames) == 0 || frames[0].Event != "reset" || frames[0].ID == "" || !strings.Contains(frames[0].Data, `id="queue-body"`) {
 			t.Errorf("got %+v, want the queue's reset first", frames)
+		}
+	case "list":
+		if len(frames) == 0 || frames[0].Event != "reset" || frames[0].ID == "" || !strings.Contains(frames[0].Data, `id="runs-body"`) {
+			t.Errorf("got %+v, want the run list's reset first", frames)
 		}
 	case "denied", "signed-out":
 		checkRefusedStream(t, cell, what, frames, ended)

@@ -107,7 +107,7 @@ func TestRunListStream_OnlyCustomers(t *testing.T) {
 		want string
 	}{
 		{"signed out", a.client(t), "Your session has ended"},
-		{"approver", a.signedIn(t, "approver@example.com"), "for customers"},
+		{"approver", a.signedIn(t, "approver@example.com"), "it is for customers"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			s := sa.open(t, tc.c, "/runs/events?after=0", "")

@@ -14,6 +14,14 @@ func RunListStreamURL(version int64) string {
 	return "/runs/events?after=" + strconv.FormatInt(version, 10)
 }
 
+// ownRunsOrNone is l, or an empty list for a Home that has none.
+func ownRunsOrNone(l *store.OwnRuns) *store.OwnRuns {
+	if l == nil {
+		return &store.OwnRuns{}
+	}
+	return l
+}
+
 // RunRowID is the id of a run's row in the customer's list.
 func RunRowID(id uuid.UUID) string { return "run-row-" + id.String() }
 

@@ -110,7 +110,7 @@ func HomePage(user *store.User, home Home) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = CustomerRunList(home.Runs).Render(ctx, templ_7745c5c3_Buffer)
+				templ_7745c5c3_Err = CustomerRunList(ownRunsOrNone(home.Runs)).Render(ctx, templ_7745c5c3_Buffer)
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
