@@ -13,7 +13,10 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/store"
 )
 
 // Config is everything refundd reads from its environment. It is built once,
@@ -207,11 +210,11 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 		}
 		c.BusinessRetention = d
 	}
-	c.WorkerLease = atLeast(env, p, "WORKER_LEASE", 3*time.Second, time.Second)
-	c.ProviderOutageBudget = atLeast(env, p, "PROVIDER_OUTAGE_BUDGET", time.Minute, time.Second)
+	c.WorkerLease = atLeast(env, p, "WORKER_LEASE", agent.DefaultLease, time.Second)
+	c.ProviderOutageBudget = atLeast(env, p, "PROVIDER_OUTAGE_BUDGET", agent.DefaultOutageBudget, time.Second)
 	c.WorkerSlots = count(env, p, "WORKER_SLOTS", 8)
 	c.NarrationPace = atLeast(env, p, "NARRATION_PACE", 40*time.Millisecond, 0)
-	c.DBPoolSize = count(env, p, "DB_POOL_SIZE", 16)
+	c.DBPoolSize = count(env, p, "DB_POOL_SIZE", store.DefaultPoolSize)
 	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
 	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
 		p.add("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
@@ -229,7 +232,7 @@ func (c *Config) readLimits(env func(string) string, p *problems) {
 	// The pool, the listener, and files, logs and outgoing clients.
 	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-1-64, 64))
 	c.MaxStreams = count(env, p, "MAX_STREAMS", c.MaxConnections-max(c.MaxConnections/10, 16))
-	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", 16)
+	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", stream.DefaultMaxPerUser)
 	if c.MaxStreams >= c.MaxConnections {
 		p.add("MAX_STREAMS (%d) must be below MAX_CONNECTIONS (%d), so pages, login and health checks keep connections when streams are at their cap",
 			c.MaxStreams, c.MaxConnections)

@@ -24,6 +24,13 @@ import (
 	"github.com/refundd/refundd/store"
 )
 
+// The defaults of the settings refundd's configuration (config.go) also
+// reads from the environment: written once, here, where they are used.
+const (
+	DefaultLease        = 3 * time.Second // WORKER_LEASE
+	DefaultOutageBudget = time.Minute     // PROVIDER_OUTAGE_BUDGET
+)
+
 // Config tunes an Executor. Zero values take the defaults, except
 // Concurrency, which has none here: the process's default lives with its
 // other settings (WORKER_SLOTS in config.go), and New refuses zero.
@@ -54,10 +61,10 @@ func (c *Config) fill() {
 	// Without a hostname the ID stays unique by its pid and random suffix.
 	host, _ := os.Hostname()
 	c.WorkerID = cmp.Or(c.WorkerID, fmt.Sprintf("%s-%d-%s", host, os.Getpid(), uuid.NewString()[:8]))
-	c.Lease = cmp.Or(c.Lease, 3*time.Second)
+	c.Lease = cmp.Or(c.Lease, DefaultLease)
 	c.Poll = cmp.Or(c.Poll, time.Second)
 	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, 5*time.Second)
-	c.OutageBudget = cmp.Or(c.OutageBudget, time.Minute)
+	c.OutageBudget = cmp.Or(c.OutageBudget, DefaultOutageBudget)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
 	c.RetryMax = cmp.Or(c.RetryMax, 30*time.Second)
 	c.ChunkEvery = cmp.Or(c.ChunkEvery, 100*time.Millisecond)

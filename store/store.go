@@ -44,8 +44,9 @@ type options struct {
 	poolSize int
 }
 
-// defaultPoolSize is the pool's size when Open is given no PoolSize.
-const defaultPoolSize = 16
+// DefaultPoolSize is the pool's size when Open is given no PoolSize
+// (DB_POOL_SIZE).
+const DefaultPoolSize = 16
 
 // PoolSize caps the connections this process opens: processes × pool size
 // must fit PostgreSQL's max_connections, so many worker processes need a
@@ -60,7 +61,7 @@ func PoolSize(n int) Option {
 
 // Open connects to the database at url and checks it answers.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	o := options{poolSize: defaultPoolSize}
+	o := options{poolSize: DefaultPoolSize}
 	for _, opt := range opts {
 		opt(&o)
 	}

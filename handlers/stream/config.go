@@ -34,6 +34,9 @@ type Config struct {
 	ReadGap time.Duration // default 200ms
 }
 
+// DefaultMaxPerUser is MaxPerUser's default (MAX_STREAMS_PER_USER).
+const DefaultMaxPerUser = 16
+
 // Fill puts the defaults in the zero fields.
 func (c *Config) Fill() {
 	c.Heartbeat = cmp.Or(c.Heartbeat, 15*time.Second)
@@ -45,7 +48,7 @@ func (c *Config) Fill() {
 	c.Buffer = cmp.Or(c.Buffer, 512)
 	c.BufferBytes = cmp.Or(c.BufferBytes, 1<<20)
 	c.SlowAfter = cmp.Or(c.SlowAfter, 10*time.Second)
-	c.MaxPerUser = cmp.Or(c.MaxPerUser, 16)
+	c.MaxPerUser = cmp.Or(c.MaxPerUser, DefaultMaxPerUser)
 	c.MaxStreams = cmp.Or(c.MaxStreams, 10000)
 	c.ReadGap = cmp.Or(c.ReadGap, 200*time.Millisecond)
 }
