@@ -80,6 +80,12 @@ type Config struct {
 	// health checks. MAX_STREAMS_PER_USER: those one user may hold.
 	MaxStreams        int
 	MaxStreamsPerUser int
+	// STREAM_RETRY and STREAM_RETRY_SPREAD: each stream's retry hint is
+	// STREAM_RETRY plus a random share of STREAM_RETRY_SPREAD, so the
+	// clients of a server that went away come back spread out.
+	// STREAM_DRAIN: at shutdown, streams are told to reconnect and ended
+	// at random moments over this window.
+	StreamRetry, StreamRetrySpread, StreamDrain time.Duration
 
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
 	ModelName    string // MODEL_NAME
@@ -233,6 +239,12 @@ func (c *Config) readLimits(env func(string) string, p *problems) {
 	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-1-64, 64))
 	c.MaxStreams = count(env, p, "MAX_STREAMS", c.MaxConnections-max(c.MaxConnections/10, 16))
 	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", stream.DefaultMaxPerUser)
+	c.StreamRetry = atLeast(env, p, "STREAM_RETRY", stream.DefaultRetry, 100*time.Millisecond)
+	c.StreamRetrySpread = atLeast(env, p, "STREAM_RETRY_SPREAD", stream.DefaultRetrySpread, 100*time.Millisecond)
+	c.StreamDrain = atLeast(env, p, "STREAM_DRAIN", stream.DefaultDrain, 100*time.Millisecond)
+	if c.StreamDrain > 9*time.Second {
+		p.add("STREAM_DRAIN must be at most 9s, within the 10 s the server gives its shutdown, got %s", c.StreamDrain)
+	}
 	if c.MaxStreams >= c.MaxConnections {
 		p.add("MAX_STREAMS (%d) must be below MAX_CONNECTIONS (%d), so pages, login and health checks keep connections when streams are at their cap",
 			c.MaxStreams, c.MaxConnections)

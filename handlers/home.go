@@ -158,6 +158,9 @@ func (v *ownRunsView) Recheck(ctx context.Context) error {
 }
 
 func (v *ownRunsView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	if r == stream.Restarting {
+		return renderBytes(ctx, views.StreamRestarting())
+	}
 	msg := msgRunListDenied
 	if r == stream.SignedOut {
 		msg = msgRunListSignedOut

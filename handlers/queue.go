@@ -128,6 +128,9 @@ func (q *queueView) Recheck(ctx context.Context) error {
 }
 
 func (q *queueView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	if r == stream.Restarting {
+		return renderBytes(ctx, views.StreamRestarting())
+	}
 	msg := msgQueueDenied
 	if r == stream.SignedOut {
 		msg = msgQueueSignedOut

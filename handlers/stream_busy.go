@@ -32,7 +32,7 @@ func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused stream.Refu
 	case stream.RefusedProcessCap:
 		msg = fmt.Sprintf("The server is following as many runs as it can. This page tries again in %s.", seconds(wait))
 	default:
-		wait = cfg.Retry
+		wait = cfg.RetryHint()
 		status, code = http.StatusServiceUnavailable, codeUnavailable
 		msg = "The server is restarting. This page reconnects in a moment."
 	}

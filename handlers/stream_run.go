@@ -286,6 +286,8 @@ func closeMessage(r stream.Reason) string {
 		return "This run is not available to you."
 	case stream.SignedOut:
 		return "Your session has ended. Log in again to follow this run."
+	case stream.Restarting:
+		return "The server is restarting. Reconnect after the retry hint with Last-Event-ID: nothing is lost."
 	}
 	return "The run has finished."
 }
@@ -306,6 +308,9 @@ func (htmlStream) reset(ctx context.Context, v *views.RunView, _ *store.Snapshot
 }
 
 func (htmlStream) closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	if r == stream.Restarting {
+		return renderBytes(ctx, views.StreamRestarting())
+	}
 	return renderBytes(ctx, views.StreamClose(closeMessage(r), r != stream.Finished))
 }
 

@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -540,7 +542,8 @@ func TestStream_WithoutListenerPolls(t *testing.T) {
 
 func TestStream_ShutdownEndsStreams(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 20 * time.Millisecond}}, withListener())
+	drain := 500 * time.Millisecond
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 20 * time.Millisecond, Drain: drain}}, withListener())
 	c := a.customerClient(t)
 	s1 := a.open(t, c, jsonStreamPath(a.run.ID, "1"), "")
 	s2 := a.open(t, c, htmlStreamPath(a.run.ID, "1"), "")
@@ -549,10 +552,60 @@ func TestStream_ShutdownEndsStreams(t *testing.T) {
 	s2.wantHeartbeat(t)
 	start := time.Now()
 	shutdown(t, a.e)
-	s1.wantEnd(t)
-	s2.wantEnd(t)
-	if d := time.Since(start); d > 2*time.Second {
-		t.Errorf("shutdown took %v, want the streams ended at once", d)
+	// Each is told to reconnect, in its own words, before it ends.
+	for _, tc := range []struct {
+		s    *sseConn
+		says string
+	}{{s1, `"reason":"restarting"`}, {s2, `data-state="reconnecting"`}} {
+		if ev := tc.s.next(t); ev.Event != "restart" || !strings.Contains(ev.Data, tc.says) {
+			t.Errorf("got %+v, want event: restart saying %s", ev, tc.says)
+		}
+		tc.s.wantEnd(t)
+	}
+	if d := time.Since(start); d > drain+2*time.Second {
+		t.Errorf("shutdown took %v, want the streams ended within the drain window (%v)", d, drain)
+	}
+}
+
+// firstLine opens url as c and returns the first line of the answer.
+func firstLine(t *testing.T, c *http.Client, url string) string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := c.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	line, err := bufio.NewReader(res.Body).ReadString('\n')
+	if err != nil {
+		t.Fatalf("reading %s: %v", url, err)
+	}
+	return strings.TrimSuffix(line, "\n")
+}
+
+// TestStream_RetryHintsSpread: the streams' retry hints are spread over
+// Retry..Retry+RetrySpread, so the clients of a server that went away do
+// not come back in one wave.
+func TestStream_RetryHintsSpread(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Retry: time.Second, RetrySpread: 4 * time.Second}}, withListener())
+	c := a.customerClient(t)
+	hints := map[int]bool{}
+	for range 12 {
+		line := firstLine(t, c, a.srv.URL+jsonStreamPath(a.run.ID, "x"))
+		ms, err := strconv.Atoi(strings.TrimPrefix(line, "retry: "))
+		if err != nil || ms < 1000 || ms > 5000 {
+			t.Fatalf("stream began %q, want a retry hint within 1–5 s", line)
+		}
+		hints[ms] = true
+	}
+	if len(hints) < 2 {
+		t.Errorf("12 streams got %d distinct retry hints (%v), want them spread", len(hints), hints)
 	}
 }
 

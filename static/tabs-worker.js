@@ -62,10 +62,12 @@ function connect() {
     es.close();
     source = null;
     dirty = true;
+    // Jittered, so that the browsers of a server that went away do not
+    // all come back at once.
     backoff = Math.min(Math.max(backoff * 2, 1000), 64000);
-    reconnect(Math.max(backoff, holdUntil - Date.now()));
+    reconnect(Math.max(backoff * (0.5 + Math.random()), holdUntil - Date.now()));
   };
-  ['message', 'reset', 'close', 'busy'].forEach(function (type) {
+  ['message', 'reset', 'close', 'busy', 'restart'].forEach(function (type) {
     es.addEventListener(type, function (e) { deliver(es, type, e); });
   });
 }
@@ -82,6 +84,10 @@ function deliver(es, type, e) {
   if (type === 'busy') {
     var m = /data-retry="(\d+)"/.exec(e.data);
     if (m) holdUntil = Date.now() + Number(m[1]);
+  }
+  if (type === 'restart') {
+    // The server is going away: come back in 1–5 s, not all at once.
+    holdUntil = Date.now() + 1000 + Math.random() * 4000;
   }
   toTabs(run, { kind: 'event', type: type, data: e.data, lastEventId: seq });
   if (type === 'close' && run !== null) {

@@ -304,7 +304,7 @@ func CustomerRunList(l *store.OwnRuns) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "\"><h2 id=\"runs-title\">Your refund requests</h2><p class=\"stream-state\"><span id=\"stream-indicator\" data-state=\"connecting\" aria-live=\"polite\">Connecting…</span></p><div id=\"stream-sink\" sse-swap=\"message,reset,close,busy\" hx-swap=\"none\" hidden></div>")
+		templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 22, "\"><h2 id=\"runs-title\">Your refund requests</h2><p class=\"stream-state\"><span id=\"stream-indicator\" data-state=\"connecting\" aria-live=\"polite\">Connecting…</span></p><div id=\"stream-sink\" sse-swap=\"message,reset,close,busy,restart\" hx-swap=\"none\" hidden></div>")
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

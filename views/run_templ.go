@@ -212,7 +212,7 @@ func RunPage(user *store.User, v *RunView) templ.Component {
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}
-				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\" sse-close=\"close\"><p class=\"stream-state\"><span id=\"stream-indicator\" data-state=\"connecting\">Connecting…</span></p><div id=\"stream-sink\" sse-swap=\"message,reset,close,busy\" hx-swap=\"none\" hidden></div>")
+				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 15, "\" sse-close=\"close\"><p class=\"stream-state\"><span id=\"stream-indicator\" data-state=\"connecting\">Connecting…</span></p><div id=\"stream-sink\" sse-swap=\"message,reset,close,busy,restart\" hx-swap=\"none\" hidden></div>")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err
 				}

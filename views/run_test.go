@@ -126,7 +126,7 @@ func TestRunPage_FromOneSnapshot(t *testing.T) {
 	if got := doc.Find("#narration").Text(); got != "Looking <b>now</b>. Still looking." {
 		t.Errorf("narration = %q, want the text, escaped", got)
 	}
-	if got, _ := doc.Find("#stream-sink").Attr("sse-swap"); got != "message,reset,close,busy" {
+	if got, _ := doc.Find("#stream-sink").Attr("sse-swap"); got != "message,reset,close,busy,restart" {
 		t.Errorf("sink sse-swap = %q", got)
 	}
 	for _, id := range []string{"#run-status", "#run-actions", "#run-outcome", "#timeline", "#decision-result", "#reset-banner", "#stream-end", "#n-3", "#ev-1"} {

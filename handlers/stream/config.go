@@ -2,6 +2,7 @@ package stream
 
 import (
 	"cmp"
+	"math/rand/v2"
 	"time"
 
 	"github.com/refundd/refundd/store"
@@ -12,7 +13,14 @@ type Config struct {
 	Heartbeat time.Duration // a comment when nothing was sent for this long (up to a quarter more: heartbeatIn); default 15s
 	Recheck   time.Duration // every stream's access is re-checked this often (a run's in one batched query); default 30s
 	Poll      time.Duration // store reads without a Listener; default 1s
-	Retry     time.Duration // the SSE retry hint for browsers; default 2s
+	// Retry is the least SSE retry hint a stream gets; each gets Retry
+	// plus a random share of RetrySpread, so that the clients of a server
+	// that went away do not all come back in one wave (RetryHint).
+	Retry       time.Duration // default 1s
+	RetrySpread time.Duration // default 4s
+	// Drain is the window over which shutdown ends the streams, each at a
+	// random moment, after telling it to reconnect (event: restart).
+	Drain time.Duration // default 5s
 	// Busy is the retry hint sent with a stream refused at a cap, and the
 	// API's Retry-After; default 30s.
 	Busy     time.Duration
@@ -34,15 +42,23 @@ type Config struct {
 	ReadGap time.Duration // default 200ms
 }
 
-// DefaultMaxPerUser is MaxPerUser's default (MAX_STREAMS_PER_USER).
-const DefaultMaxPerUser = 16
+// The defaults of the settings refundd's configuration reads from the
+// environment (config.go).
+const (
+	DefaultMaxPerUser  = 16              // MAX_STREAMS_PER_USER
+	DefaultRetry       = time.Second     // STREAM_RETRY
+	DefaultRetrySpread = 4 * time.Second // STREAM_RETRY_SPREAD
+	DefaultDrain       = 5 * time.Second // STREAM_DRAIN
+)
 
 // Fill puts the defaults in the zero fields.
 func (c *Config) Fill() {
 	c.Heartbeat = cmp.Or(c.Heartbeat, 15*time.Second)
 	c.Recheck = cmp.Or(c.Recheck, 30*time.Second)
 	c.Poll = cmp.Or(c.Poll, time.Second)
-	c.Retry = cmp.Or(c.Retry, 2*time.Second)
+	c.Retry = cmp.Or(c.Retry, DefaultRetry)
+	c.RetrySpread = cmp.Or(c.RetrySpread, DefaultRetrySpread)
+	c.Drain = cmp.Or(c.Drain, DefaultDrain)
 	c.Busy = cmp.Or(c.Busy, 30*time.Second)
 	c.PageSize = min(max(cmp.Or(c.PageSize, 500), 1), store.MaxPage)
 	c.Buffer = cmp.Or(c.Buffer, 512)
@@ -51,4 +67,16 @@ func (c *Config) Fill() {
 	c.MaxPerUser = cmp.Or(c.MaxPerUser, DefaultMaxPerUser)
 	c.MaxStreams = cmp.Or(c.MaxStreams, 10000)
 	c.ReadGap = cmp.Or(c.ReadGap, 200*time.Millisecond)
+}
+
+// RetryHint is one stream's retry hint: Retry, plus a random share of
+// RetrySpread.
+func (c *Config) RetryHint() time.Duration { return c.Retry + spread(c.RetrySpread) }
+
+// spread is a random duration in [0, d].
+func spread(d time.Duration) time.Duration {
+	if d <= 0 {
+		return 0
+	}
+	return rand.N(d + 1)
 }

@@ -256,7 +256,10 @@ func (sc *Conn) loop(ctx context.Context) error {
 		}
 		select {
 		case <-ctx.Done():
-			return context.Cause(ctx)
+			if err := context.Cause(ctx); !errors.Is(err, errShuttingDown) {
+				return err
+			}
+			return sc.restarting(ctx)
 		case <-hb.C:
 			sc.w.comment("ping")
 		case <-sc.userWake:
@@ -282,6 +285,25 @@ func (sc *Conn) loop(ctx context.Context) error {
 		err = sc.w.flush()
 	}
 	return err
+}
+
+// restarting tells every stream, as the server shuts down, to reconnect
+// (event: restart, each stream's words) after a fresh retry hint, and
+// ends the connection.
+func (sc *Conn) restarting(ctx context.Context) error {
+	ctx = context.WithoutCancel(ctx)
+	sc.w.retry(sc.e.cfg.RetryHint())
+	for _, f := range sc.feeds {
+		data, err := f.closing(ctx, Restarting)
+		if err != nil {
+			return err
+		}
+		sc.w.event("restart", f.prefix(), data)
+	}
+	if err := sc.w.flush(); err != nil {
+		return err
+	}
+	return errShuttingDown
 }
 
 // each runs fn for every stream. A stream that has finished, or that fn

@@ -56,8 +56,10 @@ func New(cfg Config, st *store.Store, l *store.Listener, log *slog.Logger, reche
 // Config is the engine's settings, defaults filled.
 func (e *Engine) Config() *Config { return &e.cfg }
 
-// Close ends every open stream at once and refuses new ones; their clients
-// reconnect elsewhere. Safe to call twice.
+// Close refuses new streams and ends the open ones over the Drain window,
+// each at a random moment, after telling it to reconnect (event: restart
+// with a fresh retry hint), so their clients come back spread out, here
+// or elsewhere. It returns once all have ended. Safe to call twice.
 func (e *Engine) Close() { e.reg.Close() }
 
 // Answer answers a stream request with one event and ends the stream: the
@@ -79,11 +81,13 @@ func (e *Engine) Answer(c echo.Context, retry time.Duration, event string, data 
 // adapter returns to end it.
 type Reason int
 
-// The reasons a stream ends.
+// The reasons a stream ends. All but Restarting end it for good (event:
+// close); Restarting tells the client to reconnect (event: restart).
 const (
 	Finished Reason = iota
 	Denied
 	SignedOut
+	Restarting
 )
 
 func (r Reason) String() string {
@@ -92,6 +96,8 @@ func (r Reason) String() string {
 		return "denied"
 	case SignedOut:
 		return "signed_out"
+	case Restarting:
+		return "restarting"
 	}
 	return "finished"
 }

@@ -94,7 +94,7 @@ type registry struct {
 	stop context.CancelCauseFunc
 
 	maxStreams, maxPerUser int
-	every                  time.Duration
+	every, drain           time.Duration
 	recheck                func(ctx context.Context, subs []*Sub)
 
 	mu      sync.Mutex
@@ -115,7 +115,7 @@ const capGrace = time.Second
 func newRegistry(cfg *Config, recheck func(context.Context, []*Sub)) *registry {
 	ctx, stop := context.WithCancelCause(context.Background())
 	return &registry{ctx: ctx, stop: stop, maxStreams: cfg.MaxStreams, maxPerUser: cfg.MaxPerUser,
-		every: cfg.Recheck, recheck: recheck, subs: map[*Sub]struct{}{}, perUser: map[int64]int{},
+		every: cfg.Recheck, drain: cfg.Drain, recheck: recheck, subs: map[*Sub]struct{}{}, perUser: map[int64]int{},
 		freed: make(chan struct{})}
 }
 
@@ -240,10 +240,13 @@ func (o *registry) recheckLoop(idle <-chan struct{}) {
 	}
 }
 
-// endOnShutdown cancels a stream with errShuttingDown when Close is
-// called; the function it returns stops watching.
+// endOnShutdown cancels a stream with errShuttingDown once Close is
+// called, at a random moment of the drain window; the function it
+// returns stops watching.
 func (o *registry) endOnShutdown(cancel context.CancelCauseFunc) (stop func() bool) {
-	return context.AfterFunc(o.ctx, func() { cancel(context.Cause(o.ctx)) })
+	return context.AfterFunc(o.ctx, func() {
+		time.AfterFunc(spread(o.drain), func() { cancel(context.Cause(o.ctx)) })
+	})
 }
 
 // Close ends every open stream now and waits until they have ended. Safe

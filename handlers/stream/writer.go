@@ -59,7 +59,7 @@ func beginStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 		return nil, err
 	}
 	res.WriteHeader(http.StatusOK)
-	w.retry(cfg.Retry)
+	w.retry(cfg.RetryHint())
 	return w, nil
 }
 
