@@ -12,6 +12,7 @@ import (
 	"fmt"
 	"net/http"
 	"net/url"
+	"os"
 	"slices"
 	"strconv"
 	"strings"
@@ -101,6 +102,10 @@ type stormRound struct {
 	NonStreamOK    int64       `json:"non_stream_answers"`
 	Healthz        probeStats  `json:"healthz"`
 	WaveS          float64     `json:"wave_s"` // signal to the last stream back (or the limit)
+	// CPU over the wave, % of one core: the new serve's and this
+	// program's (its clients share the machine's two cores with it).
+	ServeCPU    float64 `json:"serve_cpu_pct"`
+	LoadtestCPU float64 `json:"loadtest_cpu_pct"`
 }
 
 // probeStats sums up /healthz samples of a window.
@@ -322,6 +327,7 @@ func (s *storm) cut(ctx context.Context, e *env, old *proc, serveEnv map[string]
 		sig, name = syscall.SIGTERM, "SIGTERM"
 	}
 	r = stormRound{Round: round + 1, Signal: name}
+	selfCPU := cpuOf([]int{os.Getpid()})
 	w := &wave{idx: round, sigAt: time.Now()}
 	s.cur.Store(w)
 	if err := old.cmd.Process.Signal(sig); err != nil {
@@ -382,6 +388,8 @@ func (s *storm) cut(ctx context.Context, e *env, old *proc, serveEnv map[string]
 		r.T99FromSignal = fromSig.T99
 	}
 	r.WaveS = end.Sub(w.sigAt).Seconds()
+	r.ServeCPU = 100 * cpuOf([]int{next.pid()}) / r.WaveS
+	r.LoadtestCPU = 100 * (cpuOf([]int{os.Getpid()}) - selfCPU) / r.WaveS
 	if ns := oldExit.Load(); ns > 0 {
 		v := time.Duration(ns).Seconds()
 		r.OldExitS = &v
@@ -646,6 +654,9 @@ func (s *stormSummary) String() string {
 	row("99% of streams back, s after the signal", func(r stormRound) string { return strings.TrimSuffix(secs(r.T99FromSignal), " s") })
 	row("connects refused or failed / answers not a stream", func(r stormRound) string {
 		return fmt.Sprintf("%d / %d", r.FailedConnects, r.NonStreamOK)
+	})
+	row("CPU over the wave, % of one core: new serve / load test", func(r stormRound) string {
+		return fmt.Sprintf("%.0f / %.0f", r.ServeCPU, r.LoadtestCPU)
 	})
 	row("/healthz every 50 ms: p99 / max, ms", func(r stormRound) string {
 		return fmt.Sprintf("%s / %s", num(r.Healthz.P99MS), num(r.Healthz.MaxMS))
