@@ -180,13 +180,16 @@ func (c *apiClient) openStream(ctx context.Context, path string) (io.ReadCloser,
 	return resp.Body, nil
 }
 
-// sseMessage is one message of an event stream.
+// sseMessage is one message of an event stream. retry is its "retry:"
+// field (the reconnection time in ms), as sent.
 type sseMessage struct {
-	event, id string
-	data      []byte
+	event, id, retry string
+	data             []byte
 }
 
 // readSSE calls fn for each message of r until r ends or fn returns false.
+// A message that carries only an id or a retry hint is passed on too: an
+// EventSource takes both from it.
 func readSSE(r io.Reader, fn func(sseMessage) bool) error {
 	br := bufio.NewReaderSize(r, 16*1024)
 	var m sseMessage
@@ -203,7 +206,7 @@ func readSSE(r io.Reader, fn func(sseMessage) bool) error {
 		line = bytes.TrimRight(line, "\r\n")
 		switch {
 		case len(line) == 0:
-			if m.data != nil || m.event != "" {
+			if m.data != nil || m.event != "" || m.id != "" || m.retry != "" {
 				if !fn(m) {
 					return nil
 				}
@@ -218,6 +221,8 @@ func readSSE(r io.Reader, fn func(sseMessage) bool) error {
 				m.event = string(value)
 			case "id":
 				m.id = string(value)
+			case "retry":
+				m.retry = string(value)
 			case "data":
 				if m.data != nil {
 					m.data = append(m.data, '\n')

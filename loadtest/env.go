@@ -202,8 +202,13 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 	if !o.jsonOut {
 		progress = stdout
 	}
+	raiseFileLimit()
 	if need := uint64(o.watchers) + 200; o.mode == "watchers" && fileLimit() < need {
 		return fmt.Errorf("%d watchers need %d open files, but the limit is %d (raise `ulimit -n`)", o.watchers, need, fileLimit())
+	}
+	if need := stormFiles(o.watchers); o.mode == "storm" && fileLimit() < need {
+		return fmt.Errorf("a storm of %d streams needs %d open files in this process and as many in the serve it starts (a descriptor per stream in each, and the serve's reserve), but the limit is %d: run it under `ulimit -n %d` or more, or lower -watchers",
+			o.watchers, need, fileLimit(), need)
 	}
 	e, err := newEnv(ctx, o, progress, logger)
 	if err != nil {
@@ -220,6 +225,11 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 	case "runs":
 		var s *runsSummary
 		if s, err = runRuns(ctx, e); s != nil {
+			summary = s
+		}
+	case "storm":
+		var s *stormSummary
+		if s, err = runStorm(ctx, e); s != nil {
 			summary = s
 		}
 	}

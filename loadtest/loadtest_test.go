@@ -133,7 +133,7 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		want string
 	}{
 		{[]string{"-watchers", "20000"}, "-watchers must be between 1 and 10000, got 20000"},
-		{[]string{"-mode", "soak"}, `-mode must be watchers or runs, got "soak"`},
+		{[]string{"-mode", "soak"}, `-mode must be watchers, runs or storm, got "soak"`},
 		{[]string{"-url", "http://127.0.0.1:8080"}, "-url needs -database-url"},
 		{[]string{"-mode", "runs", "-workers", "16", "-pool", "16"}, "exceed PostgreSQL's max_connections"},
 	} {

@@ -3,6 +3,7 @@
 //
 //	go run ./loadtest -mode watchers -watchers 1000 -runs 1 -rate 10
 //	go run ./loadtest -mode runs -inflight 200 -slots 32 -pace 0 -workers 2
+//	go run ./loadtest -mode storm -watchers 10000 -runs 500 -signal kill -rounds 2
 //
 // Without -url it starts its own PostgreSQL under a fresh folder and its
 // own refundd processes (built from this repository, or -bin), and removes
@@ -49,6 +50,9 @@ type options struct {
 	from     string
 	bare     bool
 
+	// storm
+	signal string
+
 	// runs
 	inflight int
 	slots    int
@@ -70,7 +74,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference) or runs (closed-loop starts)")
+	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts) or storm (streams across a serve killed and restarted)")
 	fs.StringVar(&o.url, "url", "", "a running refundd's base URL; empty starts refundd processes of its own")
 	fs.StringVar(&o.databaseURL, "database-url", "", "that refundd's DATABASE_URL (required with -url)")
 	fs.StringVar(&o.token, "token", "", "an API token (Bearer) instead of logging in; one customer")
@@ -82,15 +86,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON summary line on stdout, nothing else there")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "hard bound on the whole invocation (at most 30m)")
 
-	fs.IntVar(&o.watchers, "watchers", 100, "watchers: SSE streams to open (at most 10000)")
-	fs.IntVar(&o.runs, "runs", 1, "watchers: runs they watch, watcher i on run i mod runs (at most 2000, at most -watchers)")
-	fs.Float64Var(&o.rate, "rate", 20, "watchers: appends per second, round robin over the runs (0 measures idle streams only; at most 5000)")
+	fs.IntVar(&o.watchers, "watchers", 100, "watchers, storm: SSE streams to open (at most 10000)")
+	fs.IntVar(&o.runs, "runs", 1, "watchers, storm: runs they watch, watcher i on run i mod runs (at most 2000, at most -watchers)")
+	fs.Float64Var(&o.rate, "rate", 20, "watchers, storm: appends per second, round robin over the runs (0 measures idle streams only; at most 5000)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "watchers: appending time per target per round; runs: measuring time (at most 10m)")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "watchers: idle time over which CPU is measured (at most 2m)")
-	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds (at most 9)")
-	fs.StringVar(&o.stream, "stream", "api", "watchers: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
-	fs.StringVar(&o.from, "from", "end", "watchers: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
+	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds; storm: cuts of the serve (at most 9)")
+	fs.StringVar(&o.stream, "stream", "api", "watchers, storm: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
+	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
+	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")
 
 	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")
 	fs.IntVar(&o.slots, "slots", 8, "runs: WORKER_SLOTS of the own processes (at most 512)")
@@ -114,8 +119,14 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func (o *options) validate() error {
-	if o.mode != "watchers" && o.mode != "runs" {
-		return fmt.Errorf("-mode must be watchers or runs, got %q", o.mode)
+	if o.mode != "watchers" && o.mode != "runs" && o.mode != "storm" {
+		return fmt.Errorf("-mode must be watchers, runs or storm, got %q", o.mode)
+	}
+	if o.signal != "kill" && o.signal != "term" {
+		return fmt.Errorf("-signal must be kill or term, got %q", o.signal)
+	}
+	if o.mode == "storm" && o.url != "" {
+		return errors.New("-mode storm kills and restarts a serve of its own: it takes no -url")
 	}
 	if o.from != "end" && o.from != "start" {
 		return fmt.Errorf("-from must be end or start, got %q", o.from)

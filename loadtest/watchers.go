@@ -171,12 +171,16 @@ const openConcurrency = 100
 // loaded starts (and where the bare server's streams start); with -from
 // start, nothing (the whole log is replayed). Read before the clock runs.
 func (w *watchRound) startCursors(ctx context.Context) (map[uuid.UUID]string, error) {
+	return startCursors(ctx, w.st, w.runs, w.o.from)
+}
+
+func startCursors(ctx context.Context, st *store.Store, runs []uuid.UUID, from string) (map[uuid.UUID]string, error) {
 	after := map[uuid.UUID]string{}
-	if w.o.from != "end" {
+	if from != "end" {
 		return after, nil
 	}
-	for _, id := range w.runs {
-		r, err := w.st.RunByID(ctx, id)
+	for _, id := range runs {
+		r, err := st.RunByID(ctx, id)
 		if err != nil {
 			return nil, fmt.Errorf("read run %s: %w", id, err)
 		}
@@ -445,11 +449,16 @@ func (e *env) watchedRuns(ctx context.Context) ([]uuid.UUID, error) {
 		return nil, err
 	}
 	defer t.stop()
-	ss := &starter{c: t.client}
+	return startRuns(ctx, t.client, e.o.runs)
+}
+
+// startRuns starts n runs as c's customer, 8 at a time.
+func startRuns(ctx context.Context, c *apiClient, n int) ([]uuid.UUID, error) {
+	ss := &starter{c: c}
 	if err := ss.loadOrders(ctx); err != nil {
 		return nil, err
 	}
-	ids := make([]uuid.UUID, e.o.runs)
+	ids := make([]uuid.UUID, n)
 	var wg sync.WaitGroup
 	var next atomic.Int64
 	var firstErr atomic.Value
