@@ -241,7 +241,8 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 // database connections, and connections for pages and health checks.
 func (c *Config) readLimits(env func(string) string, p *problems) {
 	files := openFileLimit()
-	// The pool, the listener, and files, logs and outgoing clients.
+	// The pool, the listener, and 64 for the health listener's
+	// connections (healthMaxConnections), files, logs and outgoing clients.
 	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-1-64, 64))
 	c.MaxStreams = count(env, p, "MAX_STREAMS", c.MaxConnections-max(c.MaxConnections/10, 16))
 	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", stream.DefaultMaxPerUser)
