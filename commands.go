@@ -30,6 +30,9 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	if err := noArgs(args); err != nil {
 		return err
 	}
+	if sameAddr(cfg.HealthAddr, cfg.ProviderAddr) {
+		return usageError{fmt.Sprintf("HEALTH_ADDR (%s) must differ from PROVIDER_ADDR, where dev's simulated provider listens", cfg.HealthAddr)}
+	}
 	if cfg.SessionKey == "" {
 		key, err := handlers.DevSessionKey(cfg.DataDir)
 		var short *handlers.ShortKeyError
@@ -70,8 +73,9 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	cfg.ProviderURL = provider.URL()
 	stopWorker := startWorker(ctx, cfg, st, listener, logger)
 	defer stopWorker()
-	return serveHTTP(ctx, e, cfg.Addr, cfg.MaxConnections, logger, func(url string) {
+	return serveHTTP(ctx, e, cfg, logger, func(url, health string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
+		printHealth(stdout, health)
 		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n\n", cfg.ProviderURL, cfg.ProviderURL)
 		fmt.Fprintf(stdout, "Demo logins, password %q:\n", devdb.DemoPassword)
 		for _, d := range devdb.DemoUsers {
@@ -111,9 +115,17 @@ func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logge
 	if err != nil {
 		return err
 	}
-	return serveHTTP(ctx, e, cfg.Addr, cfg.MaxConnections, logger, func(url string) {
+	return serveHTTP(ctx, e, cfg, logger, func(url, health string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
+		printHealth(stdout, health)
 	})
+}
+
+// printHealth names the health listener (HEALTH_ADDR), if there is one.
+func printHealth(stdout io.Writer, url string) {
+	if url != "" {
+		fmt.Fprintf(stdout, "Health checks at %s (/healthz, /readyz, /metrics)\n", url)
+	}
 }
 
 // runMigrate applies the embedded migrations and nothing else.

@@ -22,9 +22,13 @@ import (
 // Config is everything refundd reads from its environment. It is built once,
 // at start, by LoadConfig and passed explicitly from there on.
 type Config struct {
-	DatabaseURL  string        // DATABASE_URL; empty means the private cluster under DataDir
-	DataDir      string        // DATA_DIR
-	Addr         string        // ADDR: where the web server listens
+	DatabaseURL string // DATABASE_URL; empty means the private cluster under DataDir
+	DataDir     string // DATA_DIR
+	Addr        string // ADDR: where the web server listens
+	// HEALTH_ADDR: where /healthz, /readyz and /metrics are also served, on
+	// a listener of their own outside MAX_CONNECTIONS, so probes never
+	// queue behind a wave of stream opens; empty serves them on ADDR only.
+	HealthAddr   string
 	ProviderAddr string        // PROVIDER_ADDR: where the simulated provider listens
 	ProviderURL  string        // PROVIDER_URL: where workers reach a provider
 	SessionKey   string        // SESSION_KEY: secret the session cookie keys derive from
@@ -103,6 +107,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		DatabaseURL:  env("DATABASE_URL"),
 		DataDir:      cmp.Or(env("DATA_DIR"), "./.data"),
 		Addr:         cmp.Or(env("ADDR"), "127.0.0.1:8080"),
+		HealthAddr:   env("HEALTH_ADDR"),
 		ProviderAddr: cmp.Or(env("PROVIDER_ADDR"), "127.0.0.1:8081"),
 		ProviderURL:  env("PROVIDER_URL"),
 		// Not trimmed: a key is used exactly as given.
@@ -138,10 +143,17 @@ func (c *Config) checkConnections(env func(string) string, p *problems) {
 			p.add("DATABASE_URL must be a postgres:// URL")
 		}
 	}
-	for _, a := range []struct{ name, value string }{{"ADDR", c.Addr}, {"PROVIDER_ADDR", c.ProviderAddr}} {
+	addrs := []struct{ name, value string }{{"ADDR", c.Addr}, {"PROVIDER_ADDR", c.ProviderAddr}}
+	if c.HealthAddr != "" {
+		addrs = append(addrs, struct{ name, value string }{"HEALTH_ADDR", c.HealthAddr})
+	}
+	for _, a := range addrs {
 		if _, port, err := net.SplitHostPort(a.value); err != nil || !validPort(port) {
 			p.add("%s must be host:port, got %q", a.name, a.value)
 		}
+	}
+	if sameAddr(c.HealthAddr, c.Addr) {
+		p.add("HEALTH_ADDR must differ from ADDR (%q), or be unset to serve health checks on ADDR alone", c.Addr)
 	}
 	if c.ProviderURL == "" {
 		c.ProviderURL = "http://" + c.ProviderAddr
@@ -235,7 +247,8 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 // database connections, and connections for pages and health checks.
 func (c *Config) readLimits(env func(string) string, p *problems) {
 	files := openFileLimit()
-	// The pool, the listener, and files, logs and outgoing clients.
+	// The pool, the listener, and 64 for the health listener's
+	// connections (healthMaxConnections), files, logs and outgoing clients.
 	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-1-64, 64))
 	c.MaxStreams = count(env, p, "MAX_STREAMS", c.MaxConnections-max(c.MaxConnections/10, 16))
 	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", stream.DefaultMaxPerUser)
@@ -317,6 +330,18 @@ func (c *Config) checkModelAndLogging(env func(string) string, p *problems) {
 	if c.LogFormat != "text" && c.LogFormat != "json" {
 		p.add("LOG_FORMAT must be text or json, got %q", c.LogFormat)
 	}
+}
+
+// sameAddr says two listen addresses would clash: the same fixed port on
+// the same host, or on all hosts. Port 0 (any free port) never clashes.
+func sameAddr(a, b string) bool {
+	ha, pa, errA := net.SplitHostPort(a)
+	hb, pb, errB := net.SplitHostPort(b)
+	if errA != nil || errB != nil || pa == "0" || pa != pb {
+		return false
+	}
+	anyHost := func(h string) bool { ip := net.ParseIP(h); return h == "" || ip != nil && ip.IsUnspecified() }
+	return ha == hb || anyHost(ha) || anyHost(hb)
 }
 
 func validPort(p string) bool {

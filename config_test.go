@@ -22,6 +22,7 @@ func TestLoadConfig_Defaults(t *testing.T) {
 		{"DatabaseURL", c.DatabaseURL, ""},
 		{"DataDir", c.DataDir, "./.data"},
 		{"Addr", c.Addr, "127.0.0.1:8080"},
+		{"HealthAddr", c.HealthAddr, ""},
 		{"ProviderAddr", c.ProviderAddr, "127.0.0.1:8081"},
 		{"ProviderURL", c.ProviderURL, "http://127.0.0.1:8081"},
 		{"SessionKey", c.SessionKey, ""},
@@ -47,6 +48,7 @@ func TestLoadConfig_Values(t *testing.T) {
 	env := map[string]string{
 		"DATABASE_URL":   "postgres://u@db/refundd",
 		"ADDR":           ":9000",
+		"HEALTH_ADDR":    "127.0.0.1:9001",
 		"PROVIDER_URL":   "https://pay.example.com",
 		"SESSION_KEY":    strings.Repeat("s", 40),
 		"COOKIE_SECURE":  "true",
@@ -61,7 +63,7 @@ func TestLoadConfig_Values(t *testing.T) {
 		t.Fatal(err)
 	}
 	if !c.CookieSecure || c.ReplayWindow != time.Hour || c.LogLevel != slog.LevelDebug || c.LogFormat != "json" ||
-		c.ProviderURL != "https://pay.example.com" || c.Addr != ":9000" {
+		c.ProviderURL != "https://pay.example.com" || c.Addr != ":9000" || c.HealthAddr != "127.0.0.1:9001" {
 		t.Errorf("config = %+v", c)
 	}
 }
@@ -71,6 +73,9 @@ func TestLoadConfig_BadValues(t *testing.T) {
 	for _, tc := range []struct{ name, key, value, says string }{
 		{"addr", "ADDR", "8080", "ADDR must be host:port"},
 		{"port", "PROVIDER_ADDR", "localhost:http2", "PROVIDER_ADDR must be host:port"},
+		{"health addr", "HEALTH_ADDR", "8082", "HEALTH_ADDR must be host:port"},
+		{"health addr is ADDR", "HEALTH_ADDR", "127.0.0.1:8080", "HEALTH_ADDR must differ from ADDR"},
+		{"health addr on ADDR's port, all hosts", "HEALTH_ADDR", ":8080", "HEALTH_ADDR must differ from ADDR"},
 		{"database url", "DATABASE_URL", "mysql://x", "DATABASE_URL"},
 		{"provider url", "PROVIDER_URL", "pay.example.com", "PROVIDER_URL"},
 		{"short key", "SESSION_KEY", "hunter2", "SESSION_KEY must be at least 32"},
@@ -245,6 +250,29 @@ func TestLoadConfig_StreamLimits(t *testing.T) {
 		_, err := LoadConfig(func(k string) string { return bad.env[k] })
 		if err == nil || !strings.Contains(err.Error(), bad.want) {
 			t.Errorf("%v: err = %v, want %q", bad.env, err, bad.want)
+		}
+	}
+}
+
+// TestSameAddr: HEALTH_ADDR clashes with ADDR on the same fixed port of the
+// same host or of all hosts; any free port (0) never clashes.
+func TestSameAddr(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		a, b string
+		want bool
+	}{
+		{"127.0.0.1:8080", "127.0.0.1:8080", true},
+		{":8080", "127.0.0.1:8080", true},
+		{"0.0.0.0:8080", "10.0.0.5:8080", true},
+		{"[::]:8080", "127.0.0.1:8080", true},
+		{"127.0.0.1:8082", "127.0.0.1:8080", false},
+		{"10.0.0.6:8080", "10.0.0.5:8080", false},
+		{"127.0.0.1:0", "127.0.0.1:0", false},
+		{"", "127.0.0.1:8080", false},
+	} {
+		if got := sameAddr(tc.a, tc.b); got != tc.want {
+			t.Errorf("sameAddr(%q, %q) = %v, want %v", tc.a, tc.b, got, tc.want)
 		}
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"sync/atomic"
+	"syscall"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -126,19 +127,30 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 	}, st, logger)
 }
 
-// serveHTTP serves e on addr, holding at most maxConns connections, until
-// ctx ends, then shuts down gracefully: it stops accepting, lets requests in
-// flight finish (up to a deadline) and returns. ready gets the base URL once
-// the listener is open.
-func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, logger *slog.Logger, ready func(url string)) error {
-	ln, err := net.Listen("tcp", addr)
+// serveHTTP serves e on cfg.Addr, holding at most cfg.MaxConnections
+// connections, and, when cfg.HealthAddr is set, its health checks and
+// metrics on a listener of their own (serveHealth). It serves until ctx
+// ends, then shuts down gracefully: it stops accepting, lets requests in
+// flight finish (up to a deadline) and returns. ready gets the base URLs
+// once the listeners are open (health is "" without HEALTH_ADDR).
+func serveHTTP(ctx context.Context, e *echo.Echo, cfg Config, logger *slog.Logger, ready func(web, health string)) error {
+	ln, err := listen(ctx, cfg.Addr, listenBusyFor, logger)
 	if err != nil {
-		return fmt.Errorf("listen: %w", err)
+		return err
+	}
+	var health *http.Server
+	var healthLn net.Listener
+	if cfg.HealthAddr != "" {
+		if healthLn, err = listen(ctx, cfg.HealthAddr, listenBusyFor, logger); err != nil {
+			ln.Close()
+			return err
+		}
+		health = newHealthServer(e, logger)
 	}
 	// echo's own Server, so handlers can RegisterOnShutdown (streams).
 	srv := e.Server
 	srv.Handler = e
-	counted := capConnections(ln, srv, maxConns)
+	counted := capConnections(ln, srv, cfg.MaxConnections)
 	ln = counted
 	// A connection that sends no request, or sits idle between requests,
 	// is closed soon: neither may hold a slot that pages need.
@@ -151,19 +163,38 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, log
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
-	url := baseURL(ln.Addr())
+	url, healthURL := baseURL(ln.Addr()), ""
 	logger.Info("http server listening", "url", url)
-	ready(url)
+	healthServed := make(chan error, 1)
+	if health != nil {
+		go func() { healthServed <- health.Serve(netutil.LimitListener(healthLn, healthMaxConnections)) }()
+		healthURL = baseURL(healthLn.Addr())
+		logger.Info("health server listening", "url", healthURL)
+	}
+	ready(url, healthURL)
 
+	var failed error
 	select {
 	case err := <-served:
-		return fmt.Errorf("http server: %w", err)
+		failed = fmt.Errorf("http server: %w", err)
+	case err := <-healthServed:
+		failed = fmt.Errorf("health server: %w", err)
 	case <-ctx.Done():
+		logger.Info("shutting down", "cause", context.Cause(ctx))
 	}
-	logger.Info("shutting down", "cause", context.Cause(ctx))
 	shutdownCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 10*time.Second)
 	defer cancel()
+	// Health first: a load balancer sees this instance go at once, while
+	// its requests and streams still finish.
+	if health != nil {
+		if err := health.Shutdown(shutdownCtx); err != nil && failed == nil {
+			failed = fmt.Errorf("health shutdown: %w", err)
+		}
+	}
 	err = srv.Shutdown(shutdownCtx)
+	if failed != nil {
+		return failed
+	}
 	<-served // Serve has returned http.ErrServerClosed
 	// Shutdown does not wait for the streams that detached their
 	// connections; they were told to end (RegisterOnShutdown) and close
@@ -176,6 +207,71 @@ func serveHTTP(ctx context.Context, e *echo.Echo, addr string, maxConns int, log
 	}
 	logger.Info("http server stopped")
 	return nil
+}
+
+// healthMaxConnections caps the health listener's connections. They come
+// out of the reserve MAX_CONNECTIONS leaves below the open-file limit; a
+// load balancer's probes and one scraper need a few.
+const healthMaxConnections = 32
+
+// newHealthServer serves e's health checks and metrics, and nothing else,
+// for serveHTTP's health listener. Its connections are not counted against
+// MAX_CONNECTIONS and its accept queue holds no stream opens, so probes
+// answer while a reconnect wave fills the web server's. The requests still
+// go through e, so they are logged, and answered, as on ADDR.
+func newHealthServer(e *echo.Echo, logger *slog.Logger) *http.Server {
+	mux := http.NewServeMux()
+	for _, path := range []string{"/healthz", "/readyz", "/metrics"} {
+		mux.Handle("GET "+path, e)
+	}
+	return &http.Server{
+		Handler:           mux,
+		ReadHeaderTimeout: 2 * time.Second,
+		ReadTimeout:       5 * time.Second,
+		WriteTimeout:      10 * time.Second,
+		IdleTimeout:       30 * time.Second,
+		ErrorLog:          slog.NewLogLogger(logger.Handler(), slog.LevelWarn),
+	}
+}
+
+// listenBusyFor is how long listen retries an address in use: a
+// supervisor that restarts serve at once may find the old process still
+// holding it for a moment.
+const listenBusyFor = 10 * time.Second
+
+// listenBusyEvery is how often listen tries a busy address again.
+const listenBusyEvery = 200 * time.Millisecond
+
+// listen opens a TCP listener on addr. While another socket listens there
+// (EADDRINUSE) it tries again every listenBusyEvery for up to busyFor,
+// saying so once, then fails. Connections left in TIME_WAIT by a previous
+// process do not count: Go sets SO_REUSEADDR on its listeners on Linux
+// (listen_test.go checks).
+func listen(ctx context.Context, addr string, busyFor time.Duration, logger *slog.Logger) (net.Listener, error) {
+	deadline := time.Now().Add(busyFor)
+	var retry *time.Ticker
+	for {
+		ln, err := net.Listen("tcp", addr)
+		if err == nil {
+			return ln, nil
+		}
+		if !errors.Is(err, syscall.EADDRINUSE) {
+			return nil, err
+		}
+		if !time.Now().Before(deadline) {
+			return nil, fmt.Errorf("%w (still, after retrying for %s)", err, busyFor)
+		}
+		if retry == nil {
+			logger.Warn(fmt.Sprintf("address in use; retrying for up to %s", busyFor), "addr", addr)
+			retry = time.NewTicker(listenBusyEvery)
+			defer retry.Stop()
+		}
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("%w (stopped while retrying: %w)", err, context.Cause(ctx))
+		case <-retry.C:
+		}
+	}
 }
 
 // capConnections holds at most max connections open on srv at once

@@ -70,6 +70,7 @@ type Handler struct {
 	sessions *sessions.CookieStore
 	cookie   string         // the session cookie's name
 	engine   *stream.Engine // every event stream
+	ready    readiness      // /readyz's last check, shared by every probe
 }
 
 // New builds the web server's handler with every route registered.

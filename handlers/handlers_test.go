@@ -442,7 +442,10 @@ func TestReadyz(t *testing.T) {
 
 	t.Run("database gone", func(t *testing.T) {
 		a.store.Close()
-		wantStatus(t, a.get(t, a.client(t), "/readyz"), http.StatusServiceUnavailable)
+		// The check before answers probes for up to a second.
+		testkit.WaitUntil(t, "/readyz to say 503", 5*time.Second, func() bool {
+			return a.get(t, a.client(t), "/readyz").status == http.StatusServiceUnavailable
+		})
 	})
 }
 

@@ -15,6 +15,7 @@ import (
 	"path/filepath"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -34,6 +35,7 @@ type stallProxy struct {
 	ln      net.Listener
 	dial    func() (net.Conn, error)
 	stalled chan struct{} // closed by stall
+	sent    atomic.Int64  // bytes forwarded to the database
 	closed  chan struct{} // closed by close
 	once    sync.Once
 	mu      sync.Mutex
@@ -125,14 +127,14 @@ func (p *stallProxy) serve() {
 			continue
 		}
 		p.wg.Add(2)
-		go p.pipe(server, client)
-		go p.pipe(client, server)
+		go p.pipe(server, client, &p.sent)
+		go p.pipe(client, server, nil)
 	}
 }
 
 // pipe copies from src to dst until stalled; what arrives after that is
-// held back until the proxy closes.
-func (p *stallProxy) pipe(dst, src net.Conn) {
+// held back until the proxy closes. sent, if not nil, counts the bytes.
+func (p *stallProxy) pipe(dst, src net.Conn, sent *atomic.Int64) {
 	defer p.wg.Done()
 	buf := make([]byte, 32<<10)
 	for {
@@ -146,6 +148,9 @@ func (p *stallProxy) pipe(dst, src net.Conn) {
 			}
 			if _, werr := dst.Write(buf[:n]); werr != nil {
 				return
+			}
+			if sent != nil {
+				sent.Add(int64(n))
 			}
 		}
 		if err != nil {
@@ -228,7 +233,8 @@ func (s *stalledApp) timedGet(t *testing.T, c *http.Client, path string, limit t
 }
 
 // TestReadyz_StalledDatabase: with PostgreSQL stalled, /readyz says 503
-// within its 2 s timeout (it took 10 s, or for ever).
+// within its 2 s timeout (it took 10 s, or for ever), and so does every
+// later check, which finds the pool's connection still stuck.
 func TestReadyz_StalledDatabase(t *testing.T) {
 	t.Parallel()
 	s := newStalledApp(t, handlers.Config{})
@@ -237,12 +243,77 @@ func TestReadyz_StalledDatabase(t *testing.T) {
 	wantStatus(t, r, http.StatusOK)
 
 	s.proxy.stall()
-	for i := range 2 { // the second finds the pool's connection still stuck
+	// The check before the stall answers for up to a second; the checks
+	// after it meet the stalled database. A probe that ran one waited for
+	// it; the others got its answer at once.
+	checks := 0
+	testkit.WaitUntil(t, "two checks of the stalled database", 20*time.Second, func() bool {
 		r, took := s.timedGet(t, c, "/readyz", 5*time.Second, nil)
-		wantStatus(t, r, http.StatusServiceUnavailable)
 		if took > 3*time.Second { // 2 s, and slack for a loaded machine
-			t.Errorf("probe %d: /readyz answered after %s, want within its 2s timeout", i+1, took)
+			t.Fatalf("/readyz answered after %s, want within its 2s timeout", took)
 		}
+		if took < time.Second { // answered from a check already made
+			return false
+		}
+		checks++
+		wantStatus(t, r, http.StatusServiceUnavailable)
+		return checks == 2
+	})
+}
+
+// TestReadyz_FloodCostsOneCheckASecond: probes from many clients at once
+// (a load balancer's, during a reconnect wave) share one readiness check
+// a second instead of sending the database a query each.
+func TestReadyz_FloodCostsOneCheckASecond(t *testing.T) {
+	t.Parallel()
+	s := newStalledApp(t, handlers.Config{})
+	c := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 16}}
+	r, _ := s.timedGet(t, c, "/readyz", 10*time.Second, nil)
+	wantStatus(t, r, http.StatusOK)
+	// What one check sends the database, on a connection already open:
+	// the first probe that sends anything ran a check.
+	var perCheck int64
+	testkit.WaitUntil(t, "a second check", 10*time.Second, func() bool {
+		before := s.proxy.sent.Load()
+		r, _ := s.timedGet(t, c, "/readyz", 10*time.Second, nil)
+		wantStatus(t, r, http.StatusOK)
+		perCheck = s.proxy.sent.Load() - before
+		return perCheck > 0
+	})
+
+	const flood = 2 * time.Second
+	before, start := s.proxy.sent.Load(), time.Now()
+	var probes atomic.Int64
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for time.Since(start) < flood {
+				req, _ := http.NewRequest(http.MethodGet, s.srv.URL+"/readyz", nil)
+				res, err := c.Do(req)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				io.Copy(io.Discard, res.Body)
+				res.Body.Close()
+				if res.StatusCode != http.StatusOK {
+					t.Errorf("/readyz = %d during the flood, want 200", res.StatusCode)
+					return
+				}
+				probes.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	// A check starts only once the last one's answer is a second old.
+	maxChecks := int64(took/time.Second) + 1
+	if got, most := s.proxy.sent.Load()-before, perCheck*maxChecks; got > most {
+		t.Errorf("%d probes in %s sent the database %d bytes, want at most %d (%d checks of %d bytes)",
+			probes.Load(), took.Round(time.Millisecond), got, most, maxChecks, perCheck)
+	}
+	if probes.Load() < 100 {
+		t.Logf("only %d probes in %s: a loaded machine", probes.Load(), took)
 	}
 }
 
