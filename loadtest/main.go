@@ -52,6 +52,8 @@ type options struct {
 
 	// storm
 	signal string
+	// healthAddr: storm probes /healthz on a HEALTH_ADDR listener of its own.
+	healthAddr bool
 
 	// runs
 	inflight int
@@ -95,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.stream, "stream", "api", "watchers, storm: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
+	fs.BoolVar(&o.healthAddr, "health-addr", true, "storm: give serve a HEALTH_ADDR and probe /healthz there, as README's deployment does (false: on ADDR)")
 	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")
 
 	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")

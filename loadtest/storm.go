@@ -10,6 +10,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"net"
 	"net/http"
 	"net/url"
 	"os"
@@ -168,6 +169,13 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 	sum = &stormSummary{meta: newMeta(o), Watchers: o.watchers, Runs: o.runs, Rate: o.rate, Signal: o.signal,
 		Stream: o.stream, FileLimit: fileLimit()}
 	serveEnv := map[string]string{"ADDR": "127.0.0.1:0", "MAX_STREAMS": strconv.Itoa(stormMaxStreams(o.watchers))}
+	if o.healthAddr {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		serveEnv["HEALTH_ADDR"] = addr
+	}
 	srv, err := e.startRefundd(ctx, "serve", serveEnv)
 	if err != nil {
 		return nil, err
@@ -231,7 +239,11 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 	app := &appender{st: e.st, runs: runs, rate: o.rate, sent: make([][]int64, len(runs))}
 	app.Start(ctx)
 	defer app.Stop()
-	pr := &prober{url: srv.url + "/healthz", every: probeEvery}
+	healthz := srv.url + "/healthz"
+	if addr := serveEnv["HEALTH_ADDR"]; addr != "" {
+		healthz = "http://" + addr + "/healthz"
+	}
+	pr := &prober{url: healthz, every: probeEvery}
 	pr.Start()
 	defer pr.Stop()
 	baseFrom := time.Now()
@@ -669,4 +681,14 @@ func (s *stormSummary) String() string {
 	fmt.Fprintf(&b, "gaps / duplicates / backward seqs: %d / %d / %d (streams with a gap: %d)\n", s.Gaps, s.Duplicates, s.Backward, s.StreamsShort)
 	fmt.Fprintf(&b, "retry hints seen: %d distinct, %d–%d ms\n", s.Hints.Distinct, s.Hints.MinMS, s.Hints.MaxMS)
 	return b.String()
+}
+
+// freeLoopbackAddr is a loopback address with a port free for now.
+func freeLoopbackAddr() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
 }
