@@ -443,6 +443,14 @@ func (w *watcher) handle(ev testkit.SSEEvent, last *int64) bool {
 		return w.reset(ev, last)
 	case "":
 		return w.apply(ev, last)
+	case "restart":
+		// The server is shutting down: the stream ends next, and the
+		// watcher comes back after the hint with its cursor.
+		if !strings.Contains(ev.Data, `"reason":"restarting"`) {
+			w.viol.note("stream_bad_restart", "run %s: %s", w.runID, ev.Data)
+		}
+		w.api.stats.inc("stream_restart_words")
+		return true
 	}
 	w.viol.note("stream_unexpected_event", "run %s: event %q: %s", w.runID, ev.Event, ev.Data)
 	return false
