@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 	"net/http"
 	"slices"
 
@@ -65,35 +64,24 @@ const (
 // each listed run that can still change wakes it, and a run started
 // elsewhere joins the list at the next re-check (Stream.Recheck).
 func (h *Handler) streamOwnRuns(c echo.Context) error {
+	g := roleGate{h: h, cred: h.streamCredential(c, uuid.Nil), role: store.RoleCustomer,
+		signedOut: msgRunListSignedOut, denied: msgRunListDenied}
 	u := currentUser(c)
-	switch {
-	case u == nil:
-		return h.closeRunList(c, msgRunListSignedOut)
-	case u.Role != store.RoleCustomer:
-		return h.closeRunList(c, msgRunListDenied)
+	if refused, err := g.refuse(c, u); refused {
+		return err
 	}
 	sc := h.engine.NewConn(c, u.ID)
 	defer sc.End()
-	l := &ownRunsView{h: h, cred: h.streamCredential(c, uuid.Nil), ownerID: u.ID}
-	if refused := sc.AddState("run list", l.cred, cursorParam(c.Request()), l); refused != "" {
+	if refused := sc.AddState("run list", g.cred, cursorParam(c.Request()), &ownRunsView{roleGate: g, ownerID: u.ID}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()
 }
 
-func (h *Handler) closeRunList(c echo.Context, msg string) error {
-	data, err := renderBytes(c.Request().Context(), views.RunListClose(msg))
-	if err != nil {
-		return err
-	}
-	return h.engine.Answer(c, 0, "close", data)
-}
-
 // ownRunsView is a customer's run list as their stream shows it
 // (stream.StateView).
 type ownRunsView struct {
-	h       *Handler
-	cred    store.StreamCredential
+	roleGate
 	ownerID int64
 }
 
@@ -141,29 +129,4 @@ func (v *ownRunsView) Render(ctx context.Context, shown, next stream.State) (str
 	}
 	data, err := renderBytes(ctx, views.CustomerRunListBody(to, true))
 	return "reset", data, err
-}
-
-// Recheck reloads the user through the stream's credential.
-func (v *ownRunsView) Recheck(ctx context.Context) error {
-	u, err := v.h.userOf(ctx, v.cred)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return stream.SignedOut
-	case err != nil:
-		return err
-	case u.Role != store.RoleCustomer:
-		return stream.Denied
-	}
-	return nil
-}
-
-func (v *ownRunsView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
-	if r == stream.Restarting {
-		return renderBytes(ctx, views.StreamRestarting())
-	}
-	msg := msgRunListDenied
-	if r == stream.SignedOut {
-		msg = msgRunListSignedOut
-	}
-	return renderBytes(ctx, views.RunListClose(msg))
 }

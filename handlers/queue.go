@@ -2,7 +2,6 @@ package handlers
 
 import (
 	"context"
-	"errors"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -48,41 +47,27 @@ const (
 // request and re-checked when the user's grants change and every Recheck;
 // a viewer who is no longer an approver gets event: close.
 func (h *Handler) streamQueue(c echo.Context) error {
-	u := currentUser(c)
-	switch {
-	case u == nil:
-		return h.closeQueue(c, msgQueueSignedOut)
-	case u.Role != store.RoleApprover:
-		return h.closeQueue(c, msgQueueDenied)
+	g := roleGate{h: h, cred: h.streamCredential(c, uuid.Nil), role: store.RoleApprover,
+		signedOut: msgQueueSignedOut, denied: msgQueueDenied}
+	if refused, err := g.refuse(c, currentUser(c)); refused {
+		return err
 	}
 	start, err := queueStart(c.QueryParam("start"))
 	if err != nil {
-		return h.closeQueue(c, err.Error())
+		return g.answer(c, err.Error())
 	}
-	sc := h.engine.NewConn(c, u.ID)
+	sc := h.engine.NewConn(c, currentUser(c).ID)
 	defer sc.End()
-	q := &queueView{h: h, cred: h.streamCredential(c, uuid.Nil), start: start}
-	if refused := sc.AddState("approval queue", q.cred, cursorParam(c.Request()), q); refused != "" {
+	if refused := sc.AddState("approval queue", g.cred, cursorParam(c.Request()), &queueView{roleGate: g, start: start}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()
 }
 
-// closeQueue answers a stream that may not follow the queue with the close
-// event, so the browser stops asking.
-func (h *Handler) closeQueue(c echo.Context, msg string) error {
-	data, err := renderBytes(c.Request().Context(), views.QueueClose(msg))
-	if err != nil {
-		return err
-	}
-	return h.engine.Answer(c, 0, "close", data)
-}
-
 // queueView is the approval queue as one approver's stream shows it
 // (stream.StateView).
 type queueView struct {
-	h     *Handler
-	cred  store.StreamCredential
+	roleGate
 	start int64
 }
 
@@ -110,32 +95,6 @@ func (q *queueView) Render(ctx context.Context, shown, next stream.State) (strin
 	}
 	data, err := renderBytes(ctx, views.QueueBody(to, true))
 	return "reset", data, err
-}
-
-// Recheck reloads the user through the stream's credential; one who signed
-// out or is no longer an approver gets the close event.
-func (q *queueView) Recheck(ctx context.Context) error {
-	u, err := q.h.userOf(ctx, q.cred)
-	switch {
-	case errors.Is(err, store.ErrNotFound):
-		return stream.SignedOut
-	case err != nil:
-		return err
-	case u.Role != store.RoleApprover:
-		return stream.Denied
-	}
-	return nil
-}
-
-func (q *queueView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
-	if r == stream.Restarting {
-		return renderBytes(ctx, views.StreamRestarting())
-	}
-	msg := msgQueueDenied
-	if r == stream.SignedOut {
-		msg = msgQueueSignedOut
-	}
-	return renderBytes(ctx, views.QueueClose(msg))
 }
 
 // queueDiff is what changed between two versions of a page: the cards to
