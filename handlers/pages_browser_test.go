@@ -73,6 +73,7 @@ func TestBrowser_EveryPageFits(t *testing.T) {
 	}
 	for _, role := range roles {
 		t.Run(role.name, func(t *testing.T) {
+			t.Parallel() // a browser of its own each
 			// A busy machine (load 40 on 2 cores seen) needs minutes for
 			// a few pages and their full-page screenshots.
 			ctx := browsertest.NewWithTimeout(t, 4*time.Minute)
