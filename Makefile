@@ -19,7 +19,7 @@ CHROMIUM     := /usr/lib/chromium/chromium
 VENDOR       := static/vendor
 VENDOR_FILES := $(VENDOR)/htmx.min.js $(VENDOR)/sse.js
 
-.PHONY: build run test deps deps-run generate clean
+.PHONY: build run test test-go test-fuzz deps deps-run generate clean
 
 ## build: fetch the front-end packages (from the lockfile) and build bin/refundd
 build: $(VENDOR_FILES)
@@ -34,7 +34,16 @@ test: deps $(VENDOR_FILES)
 	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './node_modules/*' -not -path './.data/*'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
 	$(GO) vet ./...
+	@# The tests mostly wait (on streams, PostgreSQL, a browser); the fuzz
+	@# runs mostly compile. Side by side they share the cores.
+	$(MAKE) --no-print-directory --output-sync=target -j2 test-go test-fuzz
+
+# test-go: every test, browser ones included.
+test-go:
 	$(GO) test -timeout $(TEST_TIMEOUT) -parallel $(TEST_PARALLEL) ./...
+
+# test-fuzz: a short run of each fuzz target beyond its seed corpus.
+test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseCursor$$' -fuzztime $(FUZZ_EXECS)x ./store
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
