@@ -6,12 +6,6 @@ SHELL := /bin/bash
 
 GO           ?= go
 TEST_TIMEOUT ?= 8m
-# Parallel tests per package, and three packages at once (-p 3). Most
-# tests wait (on streams, PostgreSQL, a browser) rather than compute, so
-# more than the two cores' default keeps the suite under 5 minutes here:
-# the handlers package, the longest, starts at once and takes 177 s alone
-# at 4 (222 s at 2, 202 s at 8).
-TEST_PARALLEL ?= 4
 # Inputs each fuzz target tries in `make test`, beyond its seed corpus. A
 # count, not a -fuzztime duration: in Go 1.26 a duration can end the run
 # with a spurious "context deadline exceeded" (go.dev/issue/75804).
@@ -42,7 +36,7 @@ test: deps $(VENDOR_FILES)
 
 # test-go: every test, browser ones included.
 test-go:
-	$(GO) test -timeout $(TEST_TIMEOUT) -p 3 -parallel $(TEST_PARALLEL) ./...
+	$(GO) test -timeout $(TEST_TIMEOUT) ./...
 
 # test-fuzz: a short run of each fuzz target beyond its seed corpus.
 test-fuzz:
