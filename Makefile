@@ -15,7 +15,7 @@ CHROMIUM     := /usr/lib/chromium/chromium
 VENDOR       := static/vendor
 VENDOR_FILES := $(VENDOR)/htmx.min.js $(VENDOR)/sse.js
 
-.PHONY: build run test test-go test-fuzz deps deps-run generate clean
+.PHONY: build run test test-vet test-go test-fuzz deps deps-run generate clean
 
 ## build: fetch the front-end packages (from the lockfile) and build bin/refundd
 build: $(VENDOR_FILES)
@@ -29,10 +29,13 @@ run: deps-run build
 test: deps $(VENDOR_FILES)
 	@unformatted="$$(gofmt -l $$(find . -name '*.go' -not -path './node_modules/*' -not -path './.data/*'))"; \
 	if [ -n "$$unformatted" ]; then echo "gofmt needed:"; echo "$$unformatted"; exit 1; fi
+	@# The tests mostly wait (on streams, PostgreSQL, a browser); vet and
+	@# the fuzz runs mostly compile. Side by side they share the cores.
+	$(MAKE) --no-print-directory --output-sync=target -j3 test-vet test-go test-fuzz
+
+# test-vet: go vet over every package.
+test-vet:
 	$(GO) vet ./...
-	@# The tests mostly wait (on streams, PostgreSQL, a browser); the fuzz
-	@# runs mostly compile. Side by side they share the cores.
-	$(MAKE) --no-print-directory --output-sync=target -j2 test-go test-fuzz
 
 # test-go: every test, browser ones included.
 test-go:
