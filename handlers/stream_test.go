@@ -879,7 +879,7 @@ func TestStream_JSONStatusOnly(t *testing.T) {
 // connection, without holding up anyone else's heartbeat.
 func TestStream_IdleClientThatNeverReadsIsCut(t *testing.T) {
 	t.Parallel()
-	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 2 * time.Millisecond}}, withListener(),
+	a := newStreamApp(t, handlers.Config{Stream: stream.Config{Heartbeat: 2 * time.Millisecond, SlowAfter: 2 * time.Second}}, withListener(),
 		configureServer(func(srv *httptest.Server) { srv.Listener = smallBufferListener{srv.Listener} }))
 	closed := a.conns.closedAddrs()
 	cookie := a.loginCookie(t)
