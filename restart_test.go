@@ -3,7 +3,6 @@ package main
 import (
 	"bufio"
 	"context"
-	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -18,11 +17,11 @@ import (
 	"github.com/refundd/refundd/store/storetest"
 )
 
-// TestServe_SIGTERMTellsStreamsToReconnect: a real `refundd serve` that
-// gets SIGTERM tells each open stream to reconnect (a fresh retry hint
-// and event: restart) before it ends it, within the drain window.
-func TestServe_SIGTERMTellsStreamsToReconnect(t *testing.T) {
-	t.Parallel()
+// serveWithAStream starts a real `refundd serve` (1 s drain) over a fresh
+// database with one run of the demo customer, and opens that run's page
+// stream as the customer, past its retry hint.
+func serveWithAStream(t *testing.T) (*process, *bufio.Reader) {
+	t.Helper()
 	ctx := context.Background()
 	st := storetest.MustOpen(t)
 	if err := devdb.SeedDemo(ctx, st); err != nil {
@@ -52,17 +51,24 @@ func TestServe_SIGTERMTellsStreamsToReconnect(t *testing.T) {
 		t.Fatal(err)
 	}
 	res.Body.Close()
-	req, _ := http.NewRequest(http.MethodGet, base+"/runs/"+run.ID.String()+"/events?after="+"x", nil)
-	res, err = c.Do(req)
+	res, err = c.Get(base + "/runs/" + run.ID.String() + "/events?after=x")
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer res.Body.Close()
+	t.Cleanup(func() { res.Body.Close() })
 	body := bufio.NewReader(res.Body)
 	if line, _ := body.ReadString('\n'); !strings.HasPrefix(line, "retry: ") {
 		t.Fatalf("stream began %q, want its retry hint", line)
 	}
+	return p, body
+}
 
+// TestServe_SIGTERMTellsStreamsToReconnect: a real `refundd serve` that
+// gets SIGTERM tells each open stream to reconnect (a fresh retry hint
+// and event: restart) before it ends it, within the drain window.
+func TestServe_SIGTERMTellsStreamsToReconnect(t *testing.T) {
+	t.Parallel()
+	p, body := serveWithAStream(t)
 	// Everything the stream sends from the signal on, until its end.
 	signalled := make(chan struct{})
 	rest := make(chan string, 1)

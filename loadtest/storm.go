@@ -168,13 +168,9 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 	o := e.o
 	sum = &stormSummary{meta: newMeta(o), Watchers: o.watchers, Runs: o.runs, Rate: o.rate, Signal: o.signal,
 		Stream: o.stream, FileLimit: fileLimit()}
-	serveEnv := map[string]string{"ADDR": "127.0.0.1:0", "MAX_STREAMS": strconv.Itoa(stormMaxStreams(o.watchers))}
-	if o.healthAddr {
-		addr, err := freeLoopbackAddr()
-		if err != nil {
-			return nil, err
-		}
-		serveEnv["HEALTH_ADDR"] = addr
+	serveEnv, err := stormServeEnv(o)
+	if err != nil {
+		return nil, err
 	}
 	srv, err := e.startRefundd(ctx, "serve", serveEnv)
 	if err != nil {
@@ -193,15 +189,7 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 		return nil, err
 	}
 	serveEnv["ADDR"] = u.Host // the restarts listen where the streams reconnect
-	api, err := e.client(ctx, srv.url, 0)
-	if err != nil {
-		return nil, err
-	}
-	runs, err := startRuns(ctx, api, o.runs)
-	if err != nil {
-		return nil, err
-	}
-	after, err := startCursors(ctx, e.st, runs, o.from)
+	api, runs, after, err := stormRuns(ctx, e, srv)
 	if err != nil {
 		return nil, err
 	}
@@ -213,10 +201,84 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 	var clients sync.WaitGroup
 	defer clients.Wait()
 	defer closeStreams()
+	began := time.Now()
+	streams, err := s.open(ctx, sctx, &clients, runs, after)
+	if err != nil {
+		return nil, err
+	}
+	sum.OpenS = time.Since(began).Seconds()
+	fmt.Fprintf(e.progress, "loadtest: storm: %d streams open in %.1f s\n", o.watchers, sum.OpenS)
+
+	app := &appender{st: e.st, runs: runs, rate: o.rate, sent: make([][]int64, len(runs))}
+	app.Start(ctx)
+	defer app.Stop()
+	pr := &prober{url: healthzURL(srv, serveEnv), every: probeEvery}
+	pr.Start()
+	defer pr.Stop()
+	baseFrom := time.Now()
+	if !sleep(ctx, baselineTime) {
+		return nil, ctx.Err()
+	}
+	baseTo := time.Now()
+
+	waves, _, err := s.cutRounds(ctx, e, srv, serveEnv, streams, sum, func(p *proc) { procs = append(procs, p) })
+	s.cur.Store(nil)
+	sum.probed(pr.Stop(), window{baseFrom, baseTo}, waves)
+	app.Stop()
+
+	waitDelivered(ctx, app, streams)
+	closeStreams()
+	clients.Wait()
+	sum.account(app, streams)
+	sum.Appended, sum.AppendErrors = app.counts()
+	sum.Hints = hintsOf(s.hints)
+	sum.Refusals = s.failedConnects.Load()
+	if err != nil {
+		if len(sum.Rounds) == 0 {
+			return nil, err
+		}
+		sum.Incomplete = fmt.Sprintf("%d of %d rounds: %v", len(sum.Rounds), o.rounds, err)
+	}
+	sum.finish()
+	return sum, err
+}
+
+// stormServeEnv is the first serve's settings: a stream cap for the
+// storm, and a HEALTH_ADDR of its own unless -health-addr=false.
+func stormServeEnv(o *options) (map[string]string, error) {
+	env := map[string]string{"ADDR": "127.0.0.1:0", "MAX_STREAMS": strconv.Itoa(stormMaxStreams(o.watchers))}
+	if o.healthAddr {
+		addr, err := freeLoopbackAddr()
+		if err != nil {
+			return nil, err
+		}
+		env["HEALTH_ADDR"] = addr
+	}
+	return env, nil
+}
+
+// stormRuns starts the storm's runs through srv's API, and says where
+// each run's streams start.
+func stormRuns(ctx context.Context, e *env, srv *proc) (*apiClient, []uuid.UUID, map[uuid.UUID]string, error) {
+	api, err := e.client(ctx, srv.url, 0)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	runs, err := startRuns(ctx, api, e.o.runs)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	after, err := startCursors(ctx, e.st, runs, e.o.from)
+	return api, runs, after, err
+}
+
+// open starts one EventSource-like client per stream (on sctx, counted in
+// clients) and waits until each has opened.
+func (s *storm) open(ctx, sctx context.Context, clients *sync.WaitGroup, runs []uuid.UUID, after map[uuid.UUID]string) ([]*esClient, error) {
+	o := s.o
 	streams := make([]*esClient, o.watchers)
 	gate := make(chan struct{}, openConcurrency)
 	opened := make(chan error, o.watchers)
-	began := time.Now()
 	for i := range streams {
 		run := i % len(runs)
 		c := &esClient{s: s, run: run, path: streamPath(o.stream, runs[run]) + after[runs[run]], resumed: make([]time.Time, o.rounds)}
@@ -233,42 +295,47 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 			return nil, ctx.Err()
 		}
 	}
-	sum.OpenS = time.Since(began).Seconds()
-	fmt.Fprintf(e.progress, "loadtest: storm: %d streams open in %.1f s\n", o.watchers, sum.OpenS)
+	return streams, nil
+}
 
-	app := &appender{st: e.st, runs: runs, rate: o.rate, sent: make([][]int64, len(runs))}
-	app.Start(ctx)
-	defer app.Stop()
-	healthz := srv.url + "/healthz"
+// healthzURL is where the storm probes /healthz: serve's HEALTH_ADDR if
+// it has one, as README's deployment does, else its ADDR.
+func healthzURL(srv *proc, serveEnv map[string]string) string {
 	if addr := serveEnv["HEALTH_ADDR"]; addr != "" {
-		healthz = "http://" + addr + "/healthz"
+		return "http://" + addr + "/healthz"
 	}
-	pr := &prober{url: healthz, every: probeEvery}
-	pr.Start()
-	defer pr.Stop()
-	baseFrom := time.Now()
-	if !sleep(ctx, baselineTime) {
-		return nil, ctx.Err()
-	}
-	baseTo := time.Now()
+	return srv.url + "/healthz"
+}
 
-	type window struct{ from, to time.Time }
-	var waves []window
-	for round := range o.rounds {
+// probed sums up the /healthz samples before the first signal (base) and
+// over each wave.
+func (sum *stormSummary) probed(samples []probeSample, base window, waves []window) {
+	sum.Baseline = probeWindow(samples, base.from, base.to)
+	for i := range sum.Rounds {
+		sum.Rounds[i].Healthz = probeWindow(samples, waves[i].from, waves[i].to)
+	}
+}
+
+// window is when a wave lasted: from the signal until the last stream
+// was back.
+type window struct{ from, to time.Time }
+
+// cutRounds cuts the serve -rounds times, each time starting the next one
+// (started is told of each), and returns each wave's window and the serve
+// running last.
+func (s *storm) cutRounds(ctx context.Context, e *env, srv *proc, serveEnv map[string]string, streams []*esClient,
+	sum *stormSummary, started func(*proc)) (waves []window, last *proc, err error) {
+	for round := range s.o.rounds {
 		if round > 0 && !sleep(ctx, betweenRounds) {
-			err = ctx.Err()
-			break
+			return waves, srv, ctx.Err()
 		}
-		var r stormRound
-		var next *proc
-		r, next, err = s.cut(ctx, e, srv, serveEnv, round, streams)
+		r, next, err := s.cut(ctx, e, srv, serveEnv, round, streams)
 		if next != nil {
-			procs = append(procs, next)
+			started(next)
 			srv = next
 		}
 		if err != nil {
-			err = fmt.Errorf("round %d: %w", round+1, err)
-			break
+			return waves, srv, fmt.Errorf("round %d: %w", round+1, err)
 		}
 		sum.Rounds = append(sum.Rounds, r)
 		sigAt := s.cur.Load().sigAt
@@ -276,15 +343,12 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 		fmt.Fprintf(e.progress, "loadtest: storm round %d: %s; ready %.2f s after it; %d of %d back, 99%% %s after ready (p50 %.2f s, max %.2f s)\n",
 			round+1, r.Signal, r.ReadyS, r.Resume.Resumed, r.Resume.Streams, secs(r.Resume.T99), r.Resume.P50, r.Resume.Max)
 	}
-	s.cur.Store(nil)
-	samples := pr.Stop()
-	sum.Baseline = probeWindow(samples, baseFrom, baseTo)
-	for i := range sum.Rounds {
-		sum.Rounds[i].Healthz = probeWindow(samples, waves[i].from, waves[i].to)
-	}
-	app.Stop()
+	return waves, srv, nil
+}
 
-	// Every stream should now get what was appended to its run.
+// waitDelivered waits, up to 15 s, until every stream has what was
+// appended to its run.
+func waitDelivered(ctx context.Context, app *appender, streams []*esClient) {
 	deadline := time.Now().Add(15 * time.Second)
 	for time.Now().Before(deadline) && ctx.Err() == nil {
 		short := 0
@@ -294,11 +358,13 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 			}
 		}
 		if short == 0 || !sleep(ctx, 100*time.Millisecond) {
-			break
+			return
 		}
 	}
-	closeStreams()
-	clients.Wait()
+}
+
+// account sums up what each stream got against what was appended.
+func (sum *stormSummary) account(app *appender, streams []*esClient) {
 	for _, c := range streams {
 		g, d, u := c.ledger.account(app.sent[c.run])
 		sum.Gaps += g
@@ -309,17 +375,6 @@ func runStorm(ctx context.Context, e *env) (sum *stormSummary, err error) {
 			sum.StreamsShort++
 		}
 	}
-	sum.Appended, sum.AppendErrors = app.counts()
-	sum.Hints = hintsOf(s.hints)
-	sum.Refusals = s.failedConnects.Load()
-	if err != nil {
-		if len(sum.Rounds) == 0 {
-			return nil, err
-		}
-		sum.Incomplete = fmt.Sprintf("%d of %d rounds: %v", len(sum.Rounds), o.rounds, err)
-	}
-	sum.finish()
-	return sum, err
 }
 
 // streamPath is a run's stream, as watchers mode opens it.
