@@ -3,6 +3,7 @@ package main
 import (
 	"bufio"
 	"context"
+	"io"
 	"net/url"
 	"strings"
 	"syscall"
@@ -69,26 +70,23 @@ func serveWithAStream(t *testing.T) (*process, *bufio.Reader) {
 func TestServe_SIGTERMTellsStreamsToReconnect(t *testing.T) {
 	t.Parallel()
 	p, body := serveWithAStream(t)
+	// The start (a reset, for the cursor x) is read before the signal.
+	for sawReset := false; ; {
+		line, err := body.ReadString('\n')
+		if err != nil {
+			t.Fatalf("the stream ended before its reset: %v", err)
+		}
+		sawReset = sawReset || line == "event: reset\n"
+		if sawReset && line == "\n" {
+			break
+		}
+	}
 	// Everything the stream sends from the signal on, until its end.
-	signalled := make(chan struct{})
 	rest := make(chan string, 1)
 	go func() {
-		var got strings.Builder
-		for {
-			line, err := body.ReadString('\n')
-			select {
-			case <-signalled:
-				got.WriteString(line)
-			default:
-			}
-			if err != nil {
-				rest <- got.String()
-				return
-			}
-		}
+		got, _ := io.ReadAll(body)
+		rest <- string(got)
 	}()
-	time.Sleep(200 * time.Millisecond) // the reset is sent before the signal
-	close(signalled)
 	start := time.Now()
 	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"context"
 	"net/http"
 
 	"github.com/a-h/templ"
@@ -14,13 +15,20 @@ import (
 // buffer first, so a failing component becomes a clean error page instead
 // of half a page with a 200.
 func render(c echo.Context, status int, component templ.Component) error {
-	var buf bytes.Buffer
 	// The path lets the layout mark the current page in the navigation.
-	ctx := views.WithPath(c.Request().Context(), c.Request().URL.Path)
-	if err := component.Render(ctx, &buf); err != nil {
+	body, err := renderBytes(views.WithPath(c.Request().Context(), c.Request().URL.Path), component)
+	if err != nil {
 		return err
 	}
-	return c.HTMLBlob(status, buf.Bytes())
+	return c.HTMLBlob(status, body)
+}
+
+// renderBytes renders a component into bytes: a page's body, or a
+// stream's data.
+func renderBytes(ctx context.Context, c templ.Component) ([]byte, error) {
+	var buf bytes.Buffer
+	err := c.Render(ctx, &buf)
+	return buf.Bytes(), err
 }
 
 // redirect answers a form POST (or a page the visitor may not see) with a

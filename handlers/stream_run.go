@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,7 +8,6 @@ import (
 	"net/http"
 	"strings"
 
-	"github.com/a-h/templ"
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
@@ -340,11 +338,4 @@ func (jsonStream) reset(_ context.Context, _ *views.RunView, snap *store.Snapsho
 
 func (jsonStream) closing(_ context.Context, r stream.Reason) ([]byte, error) {
 	return json.Marshal(map[string]string{"reason": r.String(), "message": closeMessage(r)})
-}
-
-// renderBytes renders a component for a stream's data.
-func renderBytes(ctx context.Context, c templ.Component) ([]byte, error) {
-	var buf bytes.Buffer
-	err := c.Render(ctx, &buf)
-	return buf.Bytes(), err
 }

@@ -87,7 +87,7 @@ const (
 
 // registry is the process's open streams. It bounds them (per user, per
 // process), re-checks the access of all of them once per Recheck interval,
-// and at shutdown ends them all at once and refuses new ones: without
+// and at shutdown refuses new ones and ends them over the drain window: without
 // that, e.Shutdown would wait for every stream until its deadline.
 type registry struct {
 	ctx  context.Context // done once Close is called
@@ -249,7 +249,8 @@ func (o *registry) endOnShutdown(cancel context.CancelCauseFunc) (stop func() bo
 	})
 }
 
-// Close ends every open stream now and waits until they have ended. Safe
+// Close refuses new streams, ends the open ones over the drain window
+// (endOnShutdown) and waits until they have ended. Safe
 // to call twice.
 func (o *registry) Close() {
 	o.mu.Lock()

@@ -74,13 +74,14 @@ type stateFeed struct {
 	sub   *Sub
 	asked int64 // the version the client shows; -1 for none
 
-	shown    State
-	pending  []pendingMessage // rendered before the response opened
-	topics   []string         // subscribed to
-	unsub    []func()
-	stopPoll chan struct{} // without a listener
-	dirty    atomic.Bool   // woken since the last read
-	lastRead time.Time
+	shown      State
+	pending    []pendingMessage // rendered before the response opened
+	topics     []string         // subscribed to
+	subscribed bool             // to topics (none is a subscription too)
+	unsub      []func()
+	stopPoll   chan struct{} // without a listener
+	dirty      atomic.Bool   // woken since the last read
+	lastRead   time.Time
 }
 
 // pendingMessage is a message rendered before the response opened.
@@ -110,7 +111,7 @@ func (f *stateFeed) unsubscribe() {
 	for _, u := range f.unsub {
 		u()
 	}
-	f.unsub, f.topics = nil, nil
+	f.unsub, f.topics, f.subscribed = nil, nil, false
 }
 
 // wake marks the state changed and wakes the connection.
@@ -130,7 +131,7 @@ func (f *stateFeed) subscribe(topics []string) bool {
 		}
 		return false
 	}
-	if f.unsub != nil && slices.Equal(topics, f.topics) {
+	if f.subscribed && slices.Equal(topics, f.topics) {
 		return false
 	}
 	f.unsubscribe()
@@ -138,7 +139,7 @@ func (f *stateFeed) subscribe(topics []string) bool {
 	for _, t := range topics {
 		f.unsub = append(f.unsub, l.SubscribeFunc(t, f.wake))
 	}
-	f.unsub = append(f.unsub, func() {}) // subscribed, even to no topic
+	f.subscribed = true
 	return true
 }
 
