@@ -2,6 +2,7 @@ package store
 
 import (
 	"database/sql"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -32,6 +33,17 @@ func stateAfter(eventType string) string {
 	return ""
 }
 
+// stateTypes are the event types that set a run's state (stateAfter).
+func stateTypes() []string {
+	var out []string
+	for _, t := range EventTypes() {
+		if stateAfter(t) != "" {
+			out = append(out, t)
+		}
+	}
+	return out
+}
+
 // Progress is where a run stands as of CoveringSeq: its state, whether a
 // cancel was asked for and by whom, who approved it, its ledger, its final
 // message and the attempt its current step is on. It starts from a
@@ -54,6 +66,9 @@ type Progress struct {
 	// again (attempt 2 or later), 0 if none: narration at or below it
 	// belongs to an attempt that was abandoned, and is not shown.
 	RestartSeq int64
+	// StateSince is when the event that set State (or, while submitting,
+	// sent the refund) committed: the start of the step that runs now.
+	StateSince time.Time
 }
 
 // ProgressOf is where the snapshot's run stands.
@@ -67,6 +82,7 @@ func ProgressOf(snap *Snapshot) Progress {
 		// be shared.
 		Operations:    append([]Operation(nil), snap.Operations...),
 		ApprovalAsked: snap.Approval != nil,
+		StateSince:    snap.StateSince,
 	}
 	if snap.FinalMessage != nil {
 		p.FinalMessage = snap.FinalMessage.Body
@@ -127,6 +143,9 @@ func (p *Progress) Apply(ev Event) {
 	// A finished run stays finished, whatever older event a replay shows.
 	if s := stateAfter(ev.Type); s != "" && (!p.Terminal() || Terminal(s)) {
 		p.State = s
+		if ev.CreatedAt.After(p.StateSince) {
+			p.StateSince = ev.CreatedAt
+		}
 	}
 	p.note(ev)
 	switch ev.Type {

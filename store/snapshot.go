@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
@@ -29,6 +30,10 @@ type Snapshot struct {
 	// decided, where a step began again), which ProgressOf folds; a head
 	// snapshot has them too.
 	Marks []Event
+	// StateSince is when the latest event that set the run's state
+	// committed (zero for a SnapshotState): how long the current step has
+	// waited, for a page's step timer.
+	StateSince time.Time
 }
 
 // Snapshot reads a run in one REPEATABLE READ transaction, so its state, its
@@ -82,6 +87,12 @@ func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*S
 var marksSQL = `SELECT ` + eventColumns + ` FROM run_events
 WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(markTypes, "', '") + `') ORDER BY seq`
 
+// stateSinceSQL reads when the latest state change was committed: the
+// primary key read backwards from CoveringSeq, past the current step's
+// narration only.
+var stateSinceSQL = `SELECT created_at FROM run_events
+WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(stateTypes(), "', '") + `') ORDER BY seq DESC LIMIT 1`
+
 func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPart) (*Snapshot, error) {
 	r, err := getRun(ctx, tx, runID)
 	if err != nil {
@@ -106,10 +117,15 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 		return nil, fmt.Errorf("store: snapshot message: %w", err)
 	}
 	snap.Events = []Event{}
-	switch part {
-	case readNoEvents:
+	if part == readNoEvents {
 		return snap, nil
-	case readMarks:
+	}
+	switch err := tx.GetContext(ctx, &snap.StateSince, stateSinceSQL, runID, r.LastSeq); {
+	case errors.Is(err, sql.ErrNoRows): // a log whose first events retention removed
+	case err != nil:
+		return nil, fmt.Errorf("store: snapshot state since: %w", err)
+	}
+	if part == readMarks {
 		if err := tx.SelectContext(ctx, &snap.Marks, marksSQL, runID, r.LastSeq); err != nil {
 			return nil, fmt.Errorf("store: snapshot marks: %w", err)
 		}

@@ -47,3 +47,38 @@ func TestSnapshotHead_ReadsOnlyTheMarks(t *testing.T) {
 		t.Errorf("head: %d events, marks %+v; want none and the one cancel", len(head.Events), head.Marks)
 	}
 }
+
+// TestSnapshot_StateSinceIsTheStateEvent: both snapshots say when the
+// event that set the run's state committed, however much narration came
+// after it, so a page's step timer starts at the step, not at the last word.
+func TestSnapshot_StateSinceIsTheStateEvent(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "since", 1)
+	if _, err := f.s.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{})); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: "later "}), store.EventOf(store.NarrationDelta{Text: "words"})); err != nil {
+		t.Fatal(err)
+	}
+	full, err := f.s.Snapshot(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var planning store.Event
+	for _, ev := range full.Events {
+		if ev.Type == store.EventRunPlanning {
+			planning = ev
+		}
+	}
+	head, err := f.s.SnapshotHead(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, snap := range map[string]*store.Snapshot{"snapshot": full, "head": head} {
+		if !snap.StateSince.Equal(planning.CreatedAt) {
+			t.Errorf("%s: state since %v, want run.planning's %v", name, snap.StateSince, planning.CreatedAt)
+		}
+	}
+}
