@@ -314,7 +314,7 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	order, err := e.store.OrderByID(ctx, run.OrderID)
 	if errors.Is(err, store.ErrNotFound) {
-		return e.finish(ctx, run, store.StateFailed, "We could not find the order for this refund, so nothing was refunded.")
+		return e.finish(ctx, run, store.StateFailed, "The order for this refund could not be found, so nothing was refunded.")
 	}
 	if err != nil {
 		return err
@@ -507,7 +507,7 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
 		return err
 	}
 	if !store.CancelTooLate(ops) {
-		return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
+		return e.finish(ctx, run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
 	}
 	op := &ops[0]
 	if op.State == store.OpSubmitted || op.State == store.OpReconciling {
@@ -533,7 +533,7 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
 	if op.State == store.OpSucceeded {
 		return e.finishRefunded(ctx, run, op)
 	}
-	return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
+	return e.finish(ctx, run, store.StateCanceled, "Canceled. The payment provider confirmed no refund was made.")
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so
@@ -548,7 +548,7 @@ func (e *Executor) beginAttempt(ctx context.Context, run *store.Run, step string
 }
 
 func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store.Operation) error {
-	msg := fmt.Sprintf("Refunded %s to your original payment method. The payment provider's reference is %s.",
+	msg := fmt.Sprintf("Refunded %s to the original payment method. The payment provider's reference is %s.",
 		store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String)
 	// Read now: the cancel may have come after the run was claimed.
 	r, err := e.store.RunByID(ctx, run.ID)

@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 	"testing"
@@ -101,6 +102,30 @@ func (e *env) verify() {
 	}
 }
 
+// viewerWords are words that fit one reader only: the customer, or
+// whoever canceled. A run's final message and narration are read by the
+// customer and by staff alike, and say who acted nowhere.
+var viewerWords = regexp.MustCompile(`(?i)\byour?\b|as requested`)
+
+// wantWordsForEveryReader checks the run's final message and narration
+// against viewerWords.
+func (e *env) wantWordsForEveryReader(runID uuid.UUID) {
+	e.t.Helper()
+	snap, err := e.s.Snapshot(context.Background(), runID)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	texts := []string{snap.FinalMessage.Body}
+	for _, ev := range snap.Events {
+		if p, err := store.PayloadOf[store.NarrationDelta](ev); err == nil {
+			texts = append(texts, p.Text)
+		}
+	}
+	if w := viewerWords.FindString(strings.Join(texts, " ")); w != "" {
+		e.t.Errorf("the run's words say %q, which fits one reader only: %q", w, texts)
+	}
+}
+
 func TestExecutor_HappyPathWithApproval(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{})
@@ -130,6 +155,7 @@ func TestExecutor_HappyPathWithApproval(t *testing.T) {
 	if !strings.Contains(snap.FinalMessage.Body, ledger[0].Ref) {
 		t.Errorf("final message %q does not name the provider reference %s", snap.FinalMessage.Body, ledger[0].Ref)
 	}
+	e.wantWordsForEveryReader(run.ID)
 	want := "run.created,run.planning,action.proposed,approval.requested,approval.granted," +
 		"operation.submitted,operation.succeeded,message.final,run.completed"
 	if got := strings.Join(e.types(run.ID), ","); got != want {
@@ -251,6 +277,7 @@ func TestExecutor_CancelBeforeProviderCall(t *testing.T) {
 		"cancel.requested,message.final,run.canceled"; got != want {
 		t.Errorf("business events:\n got %s\nwant %s", got, want)
 	}
+	e.wantWordsForEveryReader(run.ID)
 	e.verify()
 }
 
@@ -284,6 +311,7 @@ func TestExecutor_CancelAfterProviderCommitIsTooLate(t *testing.T) {
 	if !strings.Contains(snap.FinalMessage.Body, "too late") {
 		t.Errorf("final message %q does not say the cancel was too late", snap.FinalMessage.Body)
 	}
+	e.wantWordsForEveryReader(run.ID)
 	e.verify()
 }
 
@@ -495,5 +523,6 @@ func TestExecutor_CancelWhileReconcilingProviderConfirmsNothing(t *testing.T) {
 			t.Errorf("business events = %s, want %s", types, want)
 		}
 	}
+	e.wantWordsForEveryReader(run.ID)
 	e.verify()
 }

@@ -56,7 +56,7 @@ func (b Builtin) Narrate(ctx context.Context, f Facts, emit func(string) error) 
 func builtinText(f Facts) string {
 	switch f.Stage {
 	case "planning":
-		s := fmt.Sprintf("I'm looking at order #%d, %s, paid %s. You asked for %s back because: %q. ",
+		s := fmt.Sprintf("I'm looking at order #%d, %s, paid %s. The request is for %s back because: %q. ",
 			f.OrderID, f.Description, f.Paid, f.Amount, f.Reason)
 		s += "That is within what is still refundable on this order. "
 		if f.NeedsOK {
