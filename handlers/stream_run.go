@@ -287,7 +287,7 @@ func closeMessage(r stream.Reason) string {
 	case stream.Restarting:
 		return "The server is restarting. Reconnect after the retry hint with Last-Event-ID: nothing is lost."
 	}
-	return "The run has finished."
+	return views.RunFinished
 }
 
 // htmlStream sends the run page's own components as out-of-band swaps.

@@ -84,4 +84,27 @@
     var finished = state === 'completed' || state === 'failed' || state === 'canceled';
     indicate('closed', finished ? 'Final' : 'Not live');
   });
+
+  // The step timer (#step-timer) counts how long the current step has
+  // waited, from the start the server gave (data-since) and the server's
+  // own now when it rendered it (data-now), so a browser whose clock is off
+  // still counts right. It asks the server nothing: a new step comes with
+  // the stream's next fragment.
+  function elapsed(s) {
+    s = Math.max(0, Math.floor(s));
+    if (s < 60) return s + ' s';
+    if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
+    return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
+  }
+  function tick() {
+    var el = document.getElementById('step-timer');
+    if (!el) return;
+    var since = parseInt(el.getAttribute('data-since'), 10);
+    var now = parseInt(el.getAttribute('data-now'), 10);
+    if (isNaN(since) || isNaN(now)) return;
+    if (!el.hasAttribute('data-seen')) el.setAttribute('data-seen', String(Date.now()));
+    var seen = parseInt(el.getAttribute('data-seen'), 10);
+    el.textContent = elapsed((now - since + Date.now() - seen) / 1000);
+  }
+  setInterval(tick, 1000);
 })();

@@ -3,7 +3,6 @@ package views
 import (
 	"fmt"
 	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 
@@ -83,137 +82,12 @@ func (v *RunView) CanCancel() bool {
 	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested && !store.CancelTooLate(v.Operations)
 }
 
-// cancelGone says why a viewer who could cancel before no longer can, ""
-// when the cancel is still offered or was never theirs to make.
-func (v *RunView) cancelGone() string {
-	if !v.Viewer.MayCancel || v.Terminal() || v.CancelRequested || !store.CancelTooLate(v.Operations) {
-		return ""
-	}
-	return "The refund has been sent to the payment provider, so it can no longer be canceled. The result appears here once the provider confirms it."
-}
-
 // Restarted reports whether a step began again, so the narration shown is
 // the new attempt's only.
 func (v *RunView) Restarted() bool { return v.RestartSeq > 0 }
 
-// Who names the person who made decision d in the viewer's words: "you",
-// "an approver", "support", "the customer", "the system"; staff also see
-// the name. unknown is the words for an event that recorded no role.
-func (v *RunView) Who(d *store.Decider, unknown string) string {
-	switch {
-	case d == nil:
-		return unknown
-	case d.System:
-		return "the system"
-	case d.UserID != 0 && d.UserID == v.Viewer.UserID:
-		return "you"
-	}
-	var role string
-	switch d.Role {
-	case store.RoleApprover:
-		role = "an approver"
-	case store.RoleSupport, store.RoleAdmin:
-		role = "support"
-	case store.RoleCustomer:
-		role = "the customer"
-	default:
-		return unknown
-	}
-	if v.Viewer.Staff && d.Name != "" {
-		return d.Name + " (" + strings.TrimPrefix(role, "an ") + ")"
-	}
-	return role
-}
-
-// cancelNote is the pending cancel in words while the run goes on, ""
-// when there is none.
-func (v *RunView) cancelNote() string {
-	if !v.CancelRequested || v.Terminal() {
-		return ""
-	}
-	who := v.Who(v.CanceledBy, "someone")
-	if store.CancelTooLate(v.Operations) {
-		return "Cancel requested by " + who + ", but the refund may already have reached the payment provider: the agent is confirming the result before it ends the run."
-	}
-	return "Cancel requested by " + who + ": the agent stops before any money moves."
-}
-
-// approvalNote says who approved, "" before an approval.
-func (v *RunView) approvalNote() string {
-	if v.ApprovedBy == nil {
-		return ""
-	}
-	return "Approved by " + v.Who(v.ApprovedBy, "an approver") + "."
-}
-
-// outcomeText is the one sentence that says how the run ended, "" while it
-// goes on.
-func (v *RunView) outcomeText() string {
-	amount := store.FormatMoney(v.Run.Amount, v.Run.Currency)
-	for _, op := range v.Operations {
-		if op.State == store.OpSucceeded {
-			amount = store.FormatMoney(op.Amount, op.Currency)
-		}
-	}
-	switch v.Outcome() {
-	case store.OutcomeCompleted:
-		return "Refunded " + amount + ": the payment provider confirmed it."
-	case store.OutcomeCancelTooLate:
-		return "Refunded " + amount + ": the cancel " + v.Who(v.CanceledBy, "someone") +
-			" asked for came after the refund had reached the payment provider, which confirmed it."
-	case store.OutcomeCanceled:
-		return "Canceled by " + v.Who(v.CanceledBy, "someone") + ". No refund was made."
-	case store.OutcomeDeclined:
-		return "Not refunded: the payment provider did not make the refund. No money moved."
-	case store.OutcomeFailed:
-		return "Not refunded: the request could not be carried out. No money moved."
-	}
-	return ""
-}
-
-// ProgressStep is one stop of the progress line.
-type ProgressStep struct {
-	Label string
-	// Status is done, current, todo, or stopped (where a failed or
-	// canceled run ended).
-	Status string
-	// Here marks where the run stands (aria-current="step").
-	Here bool
-}
-
-// progressSteps is the progress line: requested, checked, approval (when
-// one was asked for), sent, confirmed, with where the run stands marked.
-func (v *RunView) progressSteps() []ProgressStep {
-	labels := []string{"Requested", "Checked"}
-	if v.ApprovalAsked {
-		labels = append(labels, "Approval")
-	}
-	labels = append(labels, "Sent", "Confirmed")
-	sent, confirmed := len(labels)-2, len(labels)-1
-	at := 1 // checking the request
-	switch {
-	case len(v.Operations) > 0 || v.State == store.StateReconciling || v.State == store.StateCompleted:
-		at = confirmed
-	case v.State == store.StateSubmitting || v.ApprovedBy != nil:
-		at = sent
-	case v.ApprovalAsked:
-		at = 2
-	}
-	steps := make([]ProgressStep, len(labels))
-	for i, l := range labels {
-		st := ProgressStep{Label: l, Status: "todo", Here: i == at}
-		switch {
-		case i < at, st.Here && v.State == store.StateCompleted:
-			st.Status = "done"
-		case st.Here && v.Terminal():
-			st.Status = "stopped"
-		case st.Here:
-			st.Status = "current"
-		}
-		steps[i] = st
-	}
-	return steps
-}
+// Words is what the run says to this viewer (words.go).
+func (v *RunView) Words() Said { return Words(&v.Progress, v.Viewer) }
 
 // inTimeline reports whether an event is a line of the run page's
 // timeline, the business history. A restarted step is told beside the
@@ -224,45 +98,6 @@ func inTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentatio
 func NarrationText(ev store.Event) string {
 	p, _ := store.PayloadOf[store.NarrationDelta](ev)
 	return p.Text
-}
-
-// stateLabel is how a run state reads on the page.
-func stateLabel(state string) string {
-	switch state {
-	case store.StateCreated:
-		return "Received"
-	case store.StatePlanning:
-		return "Looking at your request"
-	case store.StateAwaitingApproval:
-		return "Waiting for an approver"
-	case store.StateSubmitting:
-		return "Sending the refund"
-	case store.StateReconciling:
-		return "Verifying the result"
-	case store.StateCompleted:
-		return "Completed"
-	case store.StateFailed:
-		return "Failed"
-	case store.StateCanceled:
-		return "Canceled"
-	}
-	return state
-}
-
-// operationLabel is how a ledger state reads: submitted is not succeeded,
-// and an unknown outcome is being verified, never "failed".
-func operationLabel(state string) string {
-	switch state {
-	case store.OpSubmitted:
-		return "sent to the payment provider, not yet confirmed"
-	case store.OpSucceeded:
-		return "confirmed by the payment provider"
-	case store.OpFailed:
-		return "not refunded"
-	case store.OpReconciling:
-		return "verifying the result with the payment provider"
-	}
-	return state
 }
 
 // EventText describes a business event in words, naming who acted in the
@@ -277,12 +112,15 @@ func (v *RunView) EventText(ev store.Event) string {
 	return EventText(ev)
 }
 
-// reason is the reason given with a decision, for staff.
+// reason is the reason given with a decision: a cancel's for everyone
+// (the customer reads why their refund was stopped), an approval's for
+// staff only, as Words shows them.
 func (v *RunView) reason(ev store.Event) string {
-	if d := store.DeciderOf(ev); d != nil && d.Reason != "" && v.Viewer.Staff {
-		return ": “" + d.Reason + "”"
+	d := store.DeciderOf(ev)
+	if d == nil || d.Reason == "" || (ev.Type == store.EventApprovalGranted && !v.Viewer.Staff) {
+		return ""
 	}
-	return ""
+	return ": “" + d.Reason + "”"
 }
 
 // EventText describes a business event in words, without who acted. The

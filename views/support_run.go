@@ -120,6 +120,18 @@ func (d *SupportRun) person(id int64) string {
 	return "user #" + strconv.FormatInt(id, 10)
 }
 
+// words is the run in the signed-in staff member's words (Words).
+func (d *SupportRun) words(u *store.User) Said {
+	p := store.ProgressOf(d.Snap)
+	return Words(&p, Viewer{UserID: u.ID, Staff: true})
+}
+
+// outcome names how the run ended, "" while it goes on.
+func (d *SupportRun) outcome() string {
+	p := store.ProgressOf(d.Snap)
+	return p.Outcome()
+}
+
 // customer names the run's owner with their email.
 func (d *SupportRun) customer() string {
 	if u, ok := d.People[d.Snap.Run.OwnerID]; ok {

@@ -1,0 +1,377 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/refundd/refundd/store"
+)
+
+// This file is the one table of words a run shows: its status, its
+// progress line, who acted, what happens next and how it ended all come
+// from Words, as a function of where the run stands (store.Progress, built
+// from one snapshot and moved by the stream) and who is looking (Viewer).
+// Nothing else on a page words a run's state, so no two sentences can
+// disagree.
+
+// RunFinished is what the page says once the run has ended and its live
+// updates stopped, on the page that saw it end and on every reload.
+const RunFinished = "The run has finished."
+
+// Tones of a status or a step: how it is coloured, never what it says.
+const (
+	ToneWorking = "working" // a step runs or waits
+	ToneGood    = "good"    // refunded
+	ToneNeutral = "neutral" // ended without a refund, and nothing went wrong
+	ToneBad     = "bad"     // the request could not be carried out
+)
+
+// Said is everything a run's page says about the run, in one viewer's
+// words. Empty fields are not shown.
+type Said struct {
+	Status string // the status word: "Waiting for an approver", "Declined"
+	Tone   string
+	Steps  []ProgressStep
+	// Since is when the current step began, while it waits on someone
+	// else (an approver, the provider); zero otherwise. The page counts
+	// from it in the browser.
+	Since    time.Time
+	Next     string // what happens next, while the run goes on
+	Approved string // "Approved by an approver."
+	Pending  string // a cancel asked for while the run goes on
+	// CancelGone says why the viewer's cancel is no longer offered.
+	CancelGone string
+	// Outcome is the headline of how the run ended, "" while it goes on;
+	// Actor who ended it (or whose cancel came too late), Reason the
+	// reason they or the provider gave, Detail what it means for the money.
+	Outcome, Actor, Reason, Detail string
+	Ended                          string // RunFinished once the run has ended
+}
+
+// ProgressStep is one stop of the progress line.
+type ProgressStep struct {
+	Label string
+	// Status is done, current, todo, or ended (where a run that was not
+	// refunded stopped); Tone colours it.
+	Status string
+	Tone   string
+	// Here marks where the run stands (aria-current="step").
+	Here bool
+	// Timed: the step waits, and shows for how long (Said.Since).
+	Timed bool
+}
+
+// The steps of a run, in order.
+const (
+	stepRequested = iota
+	stepCheck
+	stepApproval
+	stepSend
+	stepResult
+)
+
+// Words is what the run p says to viewer.
+func Words(p *store.Progress, viewer Viewer) Said {
+	w := Said{Status: statusWord(p), Tone: toneOf(p)}
+	at := stepAt(p)
+	if waitsOnOthers(p.State) {
+		w.Since = p.StateSince
+	}
+	w.Steps = steps(p, at, !w.Since.IsZero())
+	if p.ApprovedBy != nil && !p.ApprovedBy.System {
+		w.Approved = "Approved by " + who(p, viewer, p.ApprovedBy, "an approver") + approvalReason(p.ApprovedBy, viewer) + "."
+	}
+	if !p.Terminal() {
+		w.Next = nextStep(p, viewer)
+		w.Pending = pendingCancel(p, viewer)
+		w.CancelGone = cancelGone(p, viewer)
+		return w
+	}
+	w.Ended = RunFinished
+	outcome(p, viewer, &w)
+	return w
+}
+
+// waitsOnOthers reports whether a run in state waits on someone else: an
+// approver, or the payment provider.
+func waitsOnOthers(state string) bool {
+	return state == store.StateAwaitingApproval || state == store.StateSubmitting || state == store.StateReconciling
+}
+
+// statusWord is the run's state in a word or three: what runs now, in
+// the present tense, or how it ended.
+func statusWord(p *store.Progress) string {
+	switch p.State {
+	case store.StateCreated, store.StatePlanning:
+		return "Checking the order…"
+	case store.StateAwaitingApproval:
+		return "Waiting for an approver"
+	case store.StateSubmitting:
+		return "Sending to the payment provider"
+	case store.StateReconciling:
+		return "Verifying the result"
+	}
+	switch p.Outcome() {
+	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
+		return "Refunded"
+	case store.OutcomeDeclined:
+		return "Declined"
+	case store.OutcomeCanceled:
+		return "Canceled"
+	}
+	return "Failed"
+}
+
+func toneOf(p *store.Progress) string {
+	switch p.Outcome() {
+	case "":
+		return ToneWorking
+	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
+		return ToneGood
+	case store.OutcomeFailed:
+		return ToneBad
+	}
+	return ToneNeutral
+}
+
+// stepAt is the step the run stands at, or ended at.
+func stepAt(p *store.Progress) int {
+	switch p.State {
+	case store.StateCreated, store.StatePlanning:
+		return stepCheck
+	case store.StateAwaitingApproval:
+		return stepApproval
+	case store.StateSubmitting:
+		return stepSend
+	case store.StateReconciling, store.StateCompleted:
+		return stepResult
+	}
+	// Failed or canceled: where it stopped.
+	switch {
+	case len(p.Operations) > 0:
+		return stepResult
+	case p.ApprovedBy != nil:
+		return stepSend
+	case p.ApprovalAsked:
+		return stepApproval
+	}
+	return stepCheck
+}
+
+// stepLabels are each step's words: not yet begun, running now, done.
+var stepLabels = [...][3]string{
+	stepRequested: {"Request", "Requested", "Requested"},
+	stepCheck:     {"Check the order", "Checking the order…", "Order checked"},
+	stepApproval:  {"Approval", "Waiting for an approver", "Approved"},
+	stepSend:      {"Send to the payment provider", "Sending to the payment provider", "Sent to the payment provider"},
+	stepResult:    {"Result", "Verifying the result", "Refunded"},
+}
+
+// steps is the progress line: every step from the start (the approval too:
+// a refund the policy lets through reads "No approval needed"), each in
+// the tense of where the run stands.
+func steps(p *store.Progress, at int, timed bool) []ProgressStep {
+	out := make([]ProgressStep, len(stepLabels))
+	for i, l := range stepLabels {
+		st := ProgressStep{Label: l[0], Status: "todo", Tone: ToneWorking, Here: i == at}
+		switch {
+		case i < at || (st.Here && p.State == store.StateCompleted):
+			st.Label, st.Status, st.Tone = l[2], "done", ToneGood
+		case st.Here && p.Terminal():
+			st.Label, st.Status, st.Tone = statusWord(p), "ended", toneOf(p)
+		case st.Here:
+			st.Label, st.Status, st.Timed = l[1], "current", timed
+		}
+		if i == stepApproval && st.Status == "done" && (p.ApprovedBy == nil || p.ApprovedBy.System) && !p.ApprovalAsked {
+			st.Label = "No approval needed"
+		}
+		out[i] = st
+	}
+	return out
+}
+
+// nextStep says what happens next while the run goes on.
+func nextStep(p *store.Progress, viewer Viewer) string {
+	switch p.State {
+	case store.StateCreated, store.StatePlanning:
+		return "Next: the agent checks the refund against the order, then asks an approver when the policy needs one."
+	case store.StateAwaitingApproval:
+		if viewer.MayApprove && p.Run.OwnerID != viewer.UserID {
+			return "Next: you or another approver approve or cancel it. Nothing is sent to the payment provider before that."
+		}
+		return "Next: an approver approves or cancels it. Nothing is sent to the payment provider before that."
+	case store.StateSubmitting:
+		return "Next: the payment provider answers, and the result appears here."
+	case store.StateReconciling:
+		return "The payment provider has not confirmed the result yet. Next: the agent asks it again until it answers; the refund is never sent twice."
+	}
+	return ""
+}
+
+// pendingCancel is a cancel asked for while the run goes on, "" when
+// there is none.
+func pendingCancel(p *store.Progress, viewer Viewer) string {
+	if !p.CancelRequested {
+		return ""
+	}
+	by := who(p, viewer, p.CanceledBy, "someone")
+	if store.CancelTooLate(p.Operations) {
+		return "Cancel requested by " + by + ", but the refund may already have reached the payment provider: the agent is confirming the result before it ends the run."
+	}
+	return "Cancel requested by " + by + ": the agent stops before any money moves."
+}
+
+// cancelGone says why a viewer who could cancel before no longer can, ""
+// when the cancel is still offered or was never theirs to make.
+func cancelGone(p *store.Progress, viewer Viewer) string {
+	if !viewer.MayCancel || p.CancelRequested || !store.CancelTooLate(p.Operations) {
+		return ""
+	}
+	return "The refund has been sent to the payment provider, so it can no longer be canceled. The result appears here once the provider confirms it."
+}
+
+// outcome fills in how the run ended.
+func outcome(p *store.Progress, viewer Viewer, w *Said) {
+	amount := store.FormatMoney(p.Run.Amount, p.Run.Currency)
+	var ref, providerSaid string
+	for _, op := range p.Operations {
+		switch op.State {
+		case store.OpSucceeded:
+			amount, ref = store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String
+		case store.OpFailed:
+			providerSaid = op.LastError
+		}
+	}
+	canceler := who(p, viewer, p.CanceledBy, "someone")
+	switch p.Outcome() {
+	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
+		w.Outcome = "Refunded " + amount + "."
+		w.Detail = "The payment provider confirmed it" + reference(ref) + ". The money goes back to " +
+			possessive(p, viewer) + " original payment method."
+		if p.Outcome() == store.OutcomeCancelTooLate {
+			w.Actor = "The cancel " + canceler + " asked for came too late: the refund had already reached the payment provider."
+			w.Reason = decisionReason(p.CanceledBy)
+		}
+	case store.OutcomeCanceled:
+		w.Outcome = "Canceled by " + canceler + "."
+		w.Reason = decisionReason(p.CanceledBy)
+		w.Detail = "No refund was made and no money moved."
+		if len(p.Operations) > 0 {
+			w.Detail = "The payment provider confirmed that no refund was made: no money moved."
+		}
+	case store.OutcomeDeclined:
+		w.Outcome = "Declined by the payment provider."
+		w.Reason = quoted("The payment provider said", providerSaid)
+		w.Detail = "No refund was made and no money moved."
+	default:
+		w.Outcome = "Not refunded: the request could not be carried out."
+		w.Reason = quoted("The agent said", p.FinalMessage)
+		w.Detail = "No money moved."
+	}
+}
+
+func reference(ref string) string {
+	if ref == "" {
+		return ""
+	}
+	return " (reference " + ref + ")"
+}
+
+// possessive is whose payment method the refund goes back to.
+func possessive(p *store.Progress, viewer Viewer) string {
+	if viewer.UserID != 0 && viewer.UserID == p.Run.OwnerID {
+		return "your"
+	}
+	return "the customer's"
+}
+
+// decisionReason is the reason given with a decision, for every viewer of
+// its outcome: a customer whose refund an approver canceled reads why.
+func decisionReason(d *store.Decider) string {
+	if d == nil {
+		return ""
+	}
+	return quoted("Reason given", d.Reason)
+}
+
+// approvalReason is an approver's reason for approving, which only staff
+// read: it is about the refund, not for the customer.
+func approvalReason(d *store.Decider, viewer Viewer) string {
+	if d.Reason == "" || !viewer.Staff {
+		return ""
+	}
+	return ": “" + d.Reason + "”"
+}
+
+// quoted is a reason as the page shows it, "" for none.
+func quoted(lead, s string) string {
+	s = strings.TrimSpace(s)
+	if s == "" {
+		return ""
+	}
+	return lead + ": “" + s + "”"
+}
+
+// Who names the person who made decision d in the viewer's words (who).
+func (v *RunView) Who(d *store.Decider, unknown string) string {
+	return who(&v.Progress, v.Viewer, d, unknown)
+}
+
+// who names the person who made decision d in the viewer's words: "you",
+// "an approver", "support", "the customer", "the system"; staff also see
+// the name. unknown is the words for an event that recorded no role.
+func who(p *store.Progress, viewer Viewer, d *store.Decider, unknown string) string {
+	switch {
+	case d == nil:
+		return unknown
+	case d.System:
+		return "the system"
+	case d.UserID != 0 && d.UserID == viewer.UserID:
+		return "you"
+	}
+	var role string
+	switch {
+	case d.Role == store.RoleApprover:
+		role = "an approver"
+	case d.Role == store.RoleSupport, d.Role == store.RoleAdmin:
+		role = "support"
+	case d.Role == store.RoleCustomer, d.Role == "" && d.UserID != 0 && p != nil && p.Run != nil && d.UserID == p.Run.OwnerID:
+		role = "the customer"
+	default:
+		return unknown
+	}
+	if viewer.Staff && d.Name != "" {
+		return d.Name + " (" + strings.TrimPrefix(role, "an ") + ")"
+	}
+	return role
+}
+
+// Elapsed is how long a step has waited, as the step timer shows it
+// (static/live.js counts on in the browser the same way).
+func Elapsed(d time.Duration) string {
+	s := int64(max(d, 0) / time.Second)
+	switch {
+	case s < 60:
+		return strconv.FormatInt(s, 10) + " s"
+	case s < 3600:
+		return strconv.FormatInt(s/60, 10) + " min " + strconv.FormatInt(s%60, 10) + " s"
+	}
+	return strconv.FormatInt(s/3600, 10) + " h " + strconv.FormatInt(s%3600/60, 10) + " min"
+}
+
+// operationLabel is how a ledger state reads: submitted is not succeeded,
+// and an unknown outcome is being verified, never "failed".
+func operationLabel(state string) string {
+	switch state {
+	case store.OpSubmitted:
+		return "sent to the payment provider, not yet confirmed"
+	case store.OpSucceeded:
+		return "confirmed by the payment provider"
+	case store.OpFailed:
+		return "not refunded"
+	case store.OpReconciling:
+		return "verifying the result with the payment provider"
+	}
+	return state
+}
