@@ -21,7 +21,8 @@ import (
 // show: on a finished run's page each is left over from an earlier state.
 var stillRunningWords = []string{"will stop", "stops before any money moves", "next safe point",
 	"confirming the result", "not yet confirmed", "Too late to cancel", "Waiting for an approver",
-	"Cancel run", "Approve refund", "can no longer be canceled"}
+	"Cancel run", "Approve refund", "can no longer be canceled", "Next:", "Checking the order", "Sending to the payment provider",
+	"as requested"}
 
 // contradicts are, for each outcome, sentences that would say otherwise.
 var contradicts = map[string][]string{
@@ -119,7 +120,7 @@ func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 		run := o.startAwaiting(t)
 		o.decide(t, o.approver, run.ID, "approve", nil)
 		o.finished(t, run.ID, store.StateFailed)
-		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeDeclined, "Not refunded")
+		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeDeclined, "Declined by the payment provider.")
 	})
 	t.Run("canceled by the customer", func(t *testing.T) {
 		o.checkCanceledByCustomer(t, customerName)
@@ -172,8 +173,8 @@ func (o *outcomeApp) checkCanceledByCustomer(t *testing.T, customerName string) 
 	wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCanceled, "Canceled by "+customerName+" (the customer).")
 }
 
-// checkCanceledByApprover: a run an approver canceled says so, and the
-// approver's reason reaches the approver's timeline but not the customer.
+// checkCanceledByApprover: a run an approver canceled says so, with the
+// approver's reason, to the customer too; only staff read who it was.
 func (o *outcomeApp) checkCanceledByApprover(t *testing.T) {
 	t.Helper()
 	run := o.startAwaiting(t)
@@ -181,8 +182,11 @@ func (o *outcomeApp) checkCanceledByApprover(t *testing.T) {
 	o.finished(t, run.ID, store.StateCanceled)
 	r := o.page(t, o.customer, run.ID)
 	wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by an approver.")
-	if text := r.doc(t).Find("#run").Text(); strings.Contains(text, "duplicate") || strings.Contains(text, "Canceled by you") {
-		t.Errorf("the customer's page shows the approver's reason or calls the cancel theirs:\n%s", squash(text))
+	if got := r.doc(t).Find("#outcome-reason").Text(); got != "Reason given: “duplicate of another request”" {
+		t.Errorf("the customer reads the reason %q", got)
+	}
+	if text := r.doc(t).Find("#run").Text(); strings.Contains(text, "Canceled by you") || strings.Contains(text, "Avery") {
+		t.Errorf("the customer's page calls the cancel theirs or names the approver:\n%s", squash(text))
 	}
 	r = o.page(t, o.approver, run.ID)
 	wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by you.")
@@ -221,6 +225,6 @@ func (o *outcomeApp) checkCanceledTooLate(t *testing.T, customerName string) {
 	}
 	a.sim.Release()
 	o.finished(t, run.ID, store.StateCompleted)
-	wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeCancelTooLate, "the cancel you asked for came after the refund")
-	wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCancelTooLate, "the cancel "+customerName+" (the customer) asked for")
+	wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeCancelTooLate, "The cancel you asked for came too late")
+	wantOneOutcome(t, o.page(t, o.approver, run.ID), store.OutcomeCancelTooLate, "The cancel "+customerName+" (the customer) asked for came too late")
 }

@@ -82,8 +82,11 @@ func TestRunPage(t *testing.T) {
 		if _, ok := doc.Find("#run").Attr("sse-connect"); ok {
 			t.Error("a finished run's page still opens a stream")
 		}
-		if got := doc.Find("#final-message").Text(); got != "Canceled as requested." {
-			t.Errorf("final message = %q", got)
+		if got, _ := doc.Find("#outcome").Attr("data-outcome"); got != store.OutcomeCanceled {
+			t.Errorf("outcome = %q, want canceled", got)
+		}
+		if got := doc.Find("#stream-end").Text(); got != "The run has finished." {
+			t.Errorf("stream end = %q, want it to say the run finished on a fresh page", got)
 		}
 	})
 	t.Run("someone else's run is 404", func(t *testing.T) {

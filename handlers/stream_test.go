@@ -419,11 +419,11 @@ func TestStream_TerminalRunCloses(t *testing.T) {
 			t.Fatal(err)
 		}
 		msg := s.next(t) // message.final
-		if !strings.Contains(msg.Data, `id="final-message"`) {
-			t.Errorf("message.final did not send the outcome:\n%s", msg.Data)
+		if !strings.Contains(msg.Data, `id="run-outcome"`) || strings.Contains(msg.Data, `data-outcome=`) {
+			t.Errorf("message.final sent an outcome before the run ended:\n%s", msg.Data)
 		}
-		if msg = s.next(t); !strings.Contains(msg.Data, `data-state="failed"`) {
-			t.Errorf("run.failed did not send the status:\n%s", msg.Data)
+		if msg = s.next(t); !strings.Contains(msg.Data, `data-state="failed"`) || !strings.Contains(msg.Data, `data-outcome="failed"`) {
+			t.Errorf("run.failed did not send the status and the outcome:\n%s", msg.Data)
 		}
 		if ev := s.next(t); ev.Event != "close" {
 			t.Errorf("got %+v, want close", ev)

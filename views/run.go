@@ -158,7 +158,7 @@ func EventText(ev store.Event) string {
 		}
 		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(op.Amount, op.Currency))
 	case store.EventOperationReconciling:
-		return "Verifying the result with the payment provider"
+		return "No answer from the payment provider: began verifying the result"
 	case store.EventMessageFinal:
 		return "Final answer written"
 	case store.EventRunCompleted:

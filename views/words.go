@@ -19,6 +19,10 @@ import (
 // updates stopped, on the page that saw it end and on every reload.
 const RunFinished = "The run has finished."
 
+// StepRestarted is the quiet note beside the narration when a step began
+// again (a worker died, a restart): what the agent said before is not shown.
+const StepRestarted = "The agent restarted this step."
+
 // Tones of a status or a step: how it is coloured, never what it says.
 const (
 	ToneWorking = "working" // a step runs or waits
