@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"slices"
+	"strconv"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -615,4 +616,49 @@ func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
 	}
 	b.reload(t)
 	wantFresh("reloaded")
+}
+
+// TestBrowser_StepTimerCountsInTheBrowser: while the run waits for an
+// approver, the page says for how long, counting from the step's start as
+// the server recorded it, on its own: no event arrives, no request is made.
+func TestBrowser_StepTimerCountsInTheBrowser(t *testing.T) {
+	t.Parallel()
+	b := newBrowserApp(t, newGatedNarrator(2, -1), payments.Faults{})
+	run := b.startRun(t)
+	b.waitState(t, run.ID, store.StateAwaitingApproval)
+	b.open(t, run.ID)
+	b.waitLive(t)
+	var asked time.Time
+	if err := b.db.GetContext(context.Background(), &asked, `SELECT created_at FROM run_events WHERE run_id = $1 AND type = $2`,
+		run.ID, store.EventApprovalRequested); err != nil {
+		t.Fatal(err)
+	}
+	type timer struct {
+		Since   string `json:"since"`
+		Text    string `json:"text"`
+		Applied int64  `json:"applied"`
+		Next    string `json:"next"`
+	}
+	read := func() timer {
+		t.Helper()
+		got, err := chromedp.Run(b.ctx, chromedp.Evaluate[timer](`(() => { const el = document.querySelector('#step-timer');
+			return {since: el ? el.dataset.since : '', text: el ? el.textContent : '', applied: +document.querySelector('#run').dataset.applied,
+				next: (document.querySelector('#next-step') || {}).textContent || ''}; })()`))
+		if err != nil {
+			t.Fatal(err)
+		}
+		return got
+	}
+	first, streams := read(), b.streams.Load()
+	if first.Since != strconv.FormatInt(asked.UnixMilli(), 10) {
+		t.Errorf("timer counts from %q, want approval.requested's %d", first.Since, asked.UnixMilli())
+	}
+	if !strings.HasPrefix(first.Next, "Next: an approver approves or cancels it.") {
+		t.Errorf("next step = %q, want what happens next", first.Next)
+	}
+	b.waitPage(t, "the timer to move on", `document.querySelector('#step-timer').textContent !== `+strconv.Quote(first.Text))
+	if now := read(); now.Applied != first.Applied || b.streams.Load() != streams {
+		t.Errorf("the timer moved with events or requests: applied %d → %d, stream requests %d → %d",
+			first.Applied, now.Applied, streams, b.streams.Load())
+	}
 }
