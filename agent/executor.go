@@ -326,7 +326,7 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	}
 	if e.cfg.MaxAmount > 0 && run.Amount > e.cfg.MaxAmount {
 		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
-			"Refunds above %s need a person: please contact support. Nothing was refunded.",
+			"Refunds above %s need a person: support decides them, not the agent. Nothing was refunded.",
 			store.FormatMoney(e.cfg.MaxAmount, run.Currency)))
 	}
 	needsOK := run.Amount >= e.cfg.ApprovalThreshold
@@ -459,10 +459,10 @@ func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run
 	}
 	log.Warn("provider refused; giving up", "op", op.ID, "refusals", r.Count, "refusing_for", r.For, "err", err)
 	reason := "the payment provider refused the request"
-	msg := "The payment provider refused this refund request. Nothing was refunded; please contact support."
+	msg := "The payment provider refused this refund request. Nothing was refunded."
 	if outage {
 		reason = fmt.Sprintf("the payment provider was unavailable for %s", r.For.Round(time.Second))
-		msg = "The payment provider could not take the refund after several tries. Nothing was refunded; please try again later."
+		msg = "The payment provider could not take the refund after several tries. Nothing was refunded."
 	}
 	if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: reason}); ignoreDone(err) != nil {
 		return 0, false, err

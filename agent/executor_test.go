@@ -102,10 +102,11 @@ func (e *env) verify() {
 	}
 }
 
-// viewerWords are words that fit one reader only: the customer, or
-// whoever canceled. A run's final message and narration are read by the
-// customer and by staff alike, and say who acted nowhere.
-var viewerWords = regexp.MustCompile(`(?i)\byour?\b|as requested`)
+// viewerWords are words that fit one reader only: the customer (asked
+// to do something), or whoever canceled. A run's final message and
+// narration are read by the customer and by staff alike, and say who
+// acted nowhere.
+var viewerWords = regexp.MustCompile(`(?i)\byour?\b|as requested|\bplease\b`)
 
 // wantWordsForEveryReader checks the run's final message and narration
 // against viewerWords.
@@ -496,6 +497,7 @@ func TestExecutor_PolicyRefusalFailsRunWithReadableMessage(t *testing.T) {
 	if want := "Refunds above €500.00 need a person"; !strings.Contains(snap.FinalMessage.Body, want) {
 		t.Errorf("final message = %q, want it to contain %q", snap.FinalMessage.Body, want)
 	}
+	e.wantWordsForEveryReader(run.ID)
 	if len(snap.Operations) != 0 || len(e.ledger()) != 0 {
 		t.Errorf("operations %d, provider refunds %d; want none", len(snap.Operations), len(e.ledger()))
 	}
