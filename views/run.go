@@ -164,7 +164,7 @@ func EventText(ev store.Event) string {
 	case store.EventRunCompleted:
 		return "Run completed"
 	case store.EventRunFailed:
-		return "Run failed"
+		return "Run ended without a refund"
 	case store.EventRunCanceled:
 		return "Run canceled"
 	}

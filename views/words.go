@@ -174,10 +174,13 @@ var stepLabels = [...][3]string{
 
 // steps is the progress line: every step from the start (the approval too:
 // a refund the policy lets through reads "No approval needed"), each in
-// the tense of where the run stands.
+// the tense of where the run stands, up to where a finished run ended.
 func steps(p *store.Progress, at int, timed bool) []ProgressStep {
-	out := make([]ProgressStep, len(stepLabels))
+	out := make([]ProgressStep, 0, len(stepLabels))
 	for i, l := range stepLabels {
+		if i > at && p.Terminal() {
+			break // a run that ended early has no steps ahead of it
+		}
 		st := ProgressStep{Label: l[0], Status: "todo", Tone: ToneWorking, Here: i == at}
 		switch {
 		case i < at || (st.Here && p.State == store.StateCompleted):
@@ -190,7 +193,7 @@ func steps(p *store.Progress, at int, timed bool) []ProgressStep {
 		if i == stepApproval && st.Status == "done" && (p.ApprovedBy == nil || p.ApprovedBy.System) && !p.ApprovalAsked {
 			st.Label = "No approval needed"
 		}
-		out[i] = st
+		out = append(out, st)
 	}
 	return out
 }
@@ -232,7 +235,7 @@ func cancelGone(p *store.Progress, viewer Viewer) string {
 	if !viewer.MayCancel || p.CancelRequested || !store.CancelTooLate(p.Operations) {
 		return ""
 	}
-	return "The refund has been sent to the payment provider, so it can no longer be canceled. The result appears here once the provider confirms it."
+	return "The refund is on its way to the payment provider, so it can no longer be canceled. The result appears here once the provider answers."
 }
 
 // outcome fills in how the run ended.

@@ -194,8 +194,8 @@ func checkPage(t *testing.T, c wordsCase, r role, v *views.RunView) {
 		t.Errorf("the narration ends with %q, want the outcome", got)
 	}
 	ended := doc.Find(`#run-progress [aria-current="step"]`)
-	if tone, _ := ended.Attr("data-tone"); tone != c.tone {
-		t.Errorf("the last step %q is %s, want %s", ended.Text(), tone, c.tone)
+	if tone, _ := ended.Attr("data-tone"); tone != c.tone || ended.Text() != c.status || ended.Next().Length() != 0 {
+		t.Errorf("the run ends at step %q (%s, %d after it), want %q (%s) last", ended.Text(), tone, ended.NextAll().Length(), c.status, c.tone)
 	}
 	text := squash(doc.Find("#run").Text())
 	for _, w := range contradictions(c.outcome) {
