@@ -13,6 +13,9 @@ type RunListing struct {
 	Run
 	OwnerEmail string `db:"owner_email"`
 	Item       string `db:"item"`
+	// Declined: the payment provider refused the run's refund, so a
+	// failed run reads "Declined" in a list as on its page.
+	Declined bool `db:"declined"`
 }
 
 // RunFilter narrows SearchRuns. Zero fields match every run.
@@ -27,7 +30,8 @@ type RunFilter struct {
 
 const listingSelect = `SELECT r.id, r.owner_id, r.order_id, r.amount, r.currency, r.reason, r.client_request_id, r.state,
     r.last_seq, r.replay_floor, r.cancel_requested_at, r.created_at, r.updated_at, r.finished_at,
-    u.email AS owner_email, o.description AS item
+    u.email AS owner_email, o.description AS item,
+    EXISTS (SELECT 1 FROM operations op WHERE op.run_id = r.id AND op.state = 'failed') AS declined
 FROM runs r JOIN users u ON u.id = r.owner_id JOIN orders o ON o.id = r.order_id `
 
 const filterWhere = `WHERE ($1::uuid IS NULL OR r.id = $1)
