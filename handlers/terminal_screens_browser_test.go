@@ -227,7 +227,7 @@ func (b *endingBuilder) canceledTooLate() *store.Run {
 
 func (b *endingBuilder) failed() *store.Run {
 	run := b.planned("Trail running shoes", 2500, "Changed my mind.")
-	b.finish(run, store.StateFailed, "Refunds above €20.00 need a person: please contact support. Nothing was refunded.")
+	b.finish(run, store.StateFailed, "Refunds above €20.00 need a person: support decides them, not the agent. Nothing was refunded.")
 	return run
 }
 
