@@ -130,8 +130,8 @@ func TestStart(t *testing.T) {
 	if link.Length() != 1 {
 		t.Errorf("home page lacks a link to the new run")
 	}
-	if got := home.Find("#run-row-" + id.String() + " .state").Text(); got != "created" {
-		t.Errorf("run state on home = %q, want created", got)
+	if got := home.Find("#run-row-" + id.String() + " .state").Text(); got != "Waiting for the agent" {
+		t.Errorf("run state on home = %q, want it waiting for the agent", got)
 	}
 }
 

@@ -34,7 +34,8 @@ type StartForm struct {
 // OrderRowID is the stable element ID of an order's row on the home page.
 func OrderRowID(orderID int64) string { return "order-" + strconv.FormatInt(orderID, 10) }
 
-// stateWords is a run state as a person reads it in a list.
+// stateWords is a run state as the support search's filter names it;
+// a listed run's status comes from ListWords.
 func stateWords(state string) string { return strings.ReplaceAll(state, "_", " ") }
 
 // runHref is where a run's page lives.

@@ -133,7 +133,7 @@ func TestHomePage_CustomerRunsSayWhatAndWhere(t *testing.T) {
 	waiting, done := run(store.StateAwaitingApproval, 1200, "Blue mug"), run(store.StateCompleted, 500, "Tea")
 	doc := render(t, views.HomePage(u, views.Home{Runs: &store.OwnRuns{Runs: []store.RunListing{waiting, done}, Version: 7}}))
 	link := doc.Find("#run-row-" + waiting.ID.String() + " a")
-	if got := strings.Join(strings.Fields(link.Text()), " "); got != "Refund of €12.00 for Blue mug — awaiting approval" {
+	if got := strings.Join(strings.Fields(link.Text()), " "); got != "Refund of €12.00 for Blue mug — Waiting for an approver" {
 		t.Errorf("link text = %q", got)
 	}
 	if got := link.AttrOr("href", ""); got != "/runs/"+waiting.ID.String() {

@@ -66,6 +66,9 @@ type ProgressStep struct {
 	Timed bool
 }
 
+// waitingForAgent is a run that no worker has taken up yet.
+const waitingForAgent = "Waiting for the agent"
+
 // The steps of a run, in order.
 const (
 	stepRequested = iota
@@ -97,6 +100,18 @@ func Words(p *store.Progress, viewer Viewer) Said {
 	return w
 }
 
+// ListWords is a listed run's status word and tone, from Words: a list
+// knows the run's state, whether a cancel was asked for and whether the
+// provider declined it, which is all the status word needs.
+func ListWords(r store.RunListing) (status, tone string) {
+	p := store.Progress{Run: &r.Run, State: r.State, CancelRequested: r.CancelRequested()}
+	if r.Declined {
+		p.Operations = []store.Operation{{State: store.OpFailed}}
+	}
+	w := Words(&p, Viewer{})
+	return w.Status, w.Tone
+}
+
 // waitsOnOthers reports whether a run in state waits on someone else: an
 // approver, or the payment provider.
 func waitsOnOthers(state string) bool {
@@ -107,7 +122,9 @@ func waitsOnOthers(state string) bool {
 // the present tense, or how it ended.
 func statusWord(p *store.Progress) string {
 	switch p.State {
-	case store.StateCreated, store.StatePlanning:
+	case store.StateCreated:
+		return waitingForAgent
+	case store.StatePlanning:
 		return "Checking the order…"
 	case store.StateAwaitingApproval:
 		return "Waiting for an approver"
@@ -189,6 +206,9 @@ func steps(p *store.Progress, at int, timed bool) []ProgressStep {
 			st.Label, st.Status, st.Tone = statusWord(p), "ended", toneOf(p)
 		case st.Here:
 			st.Label, st.Status, st.Timed = l[1], "current", timed
+			if p.State == store.StateCreated {
+				st.Label = waitingForAgent // the check has not begun
+			}
 		}
 		if i == stepApproval && st.Status == "done" && (p.ApprovedBy == nil || p.ApprovedBy.System) && !p.ApprovalAsked {
 			st.Label = "No approval needed"

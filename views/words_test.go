@@ -298,3 +298,28 @@ func TestWords_PolicyApprovalIsNoStepAddedMidRun(t *testing.T) {
 }
 
 func ptr(e store.Event) *store.Event { return &e }
+
+// TestListWords_SameWordsAsTheRunPage: a list names a run's status with
+// the run page's word: a declined refund is "Declined", not "failed".
+func TestListWords_SameWordsAsTheRunPage(t *testing.T) {
+	t.Parallel()
+	listed := func(state string, declined, cancel bool) store.RunListing {
+		r := store.RunListing{Run: store.Run{ID: uuid.New(), State: state, Amount: 500, Currency: "EUR"}, Declined: declined}
+		r.CancelRequestedAt.Valid = cancel
+		return r
+	}
+	for _, tc := range []struct {
+		r            store.RunListing
+		status, tone string
+	}{
+		{listed(store.StateFailed, true, false), "Declined", views.ToneNeutral},
+		{listed(store.StateFailed, false, false), "Failed", views.ToneBad},
+		{listed(store.StateCompleted, false, true), "Refunded", views.ToneGood},
+		{listed(store.StateCanceled, false, true), "Canceled", views.ToneNeutral},
+		{listed(store.StateReconciling, false, false), "Verifying the result", views.ToneWorking},
+	} {
+		if status, tone := views.ListWords(tc.r); status != tc.status || tone != tc.tone {
+			t.Errorf("%s (declined %v): %q (%s), want %q (%s)", tc.r.State, tc.r.Declined, status, tone, tc.status, tc.tone)
+		}
+	}
+}
