@@ -56,8 +56,10 @@ func (b Builtin) Narrate(ctx context.Context, f Facts, emit func(string) error) 
 func builtinText(f Facts) string {
 	switch f.Stage {
 	case "planning":
-		s := fmt.Sprintf("I'm looking at order #%d, %s, paid %s. The request is for %s back because: %q. ",
-			f.OrderID, f.Description, f.Paid, f.Amount, f.Reason)
+		// The reason is the customer's own sentence: quoted, without the
+		// full stop that would end ours twice.
+		s := fmt.Sprintf("I'm looking at order #%d, %s, paid %s. The request is for %s back because: “%s”. ",
+			f.OrderID, f.Description, f.Paid, f.Amount, strings.TrimRight(strings.TrimSpace(f.Reason), "."))
 		s += "That is within what is still refundable on this order. "
 		if f.NeedsOK {
 			s += "Refunds need an approver's OK, so I am asking for one now. "

@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"testing"
 	"time"
 
@@ -118,8 +119,8 @@ func (b *endingBuilder) planned(item string, amount int64, reason string) *store
 	_, err = b.a.store.Transition(b.ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
 	b.must(err)
 	b.attempt(run, "planning")
-	b.say(run, fmt.Sprintf("I'm looking at the %s order. The request is for %s back because: %q. ",
-		item, store.FormatMoney(amount, run.Currency), reason))
+	b.say(run, fmt.Sprintf("I'm looking at the %s order. The request is for %s back because: “%s”. ",
+		item, store.FormatMoney(amount, run.Currency), strings.TrimRight(reason, ".")))
 	return run
 }
 
