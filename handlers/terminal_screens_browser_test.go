@@ -240,10 +240,14 @@ func (b *endingBuilder) verifiedThenCompleted() *store.Run {
 	return run
 }
 
-// restartedThenCompleted: the worker died while checking the order; the
-// next one began the step again, and the run went on to the end.
+// restartedThenCompleted: PostgreSQL and the worker restarted while it
+// checked the order; the next worker began the step again, and the run
+// went on to the end. The restart is what PostgreSQL's new start time
+// does to the run's next append: its seqs skip a gap (seqEpochGap).
 func (b *endingBuilder) restartedThenCompleted() *store.Run {
 	run := b.planned("Trail running shoes", 2000, "The laces are missing.")
+	_, err := b.a.db.ExecContext(b.ctx, `UPDATE runs SET seq_epoch = 'epoch' WHERE id = $1`, run.ID)
+	b.must(err)
 	b.attempt(run, "planning")
 	b.say(run, "Fresh start. I'm looking at the order again. ")
 	b.refunded(run, b.sent(run), "re_5Qw1Er")
