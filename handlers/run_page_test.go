@@ -74,26 +74,31 @@ func TestRunPage(t *testing.T) {
 			t.Error("no approve button")
 		}
 	})
-	t.Run("finished run: no stream", func(t *testing.T) {
-		if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
-			t.Fatal(err)
-		}
-		doc := a.get(t, c, "/runs/"+a.run.ID.String()).doc(t)
-		if _, ok := doc.Find("#run").Attr("sse-connect"); ok {
-			t.Error("a finished run's page still opens a stream")
-		}
-		if got, _ := doc.Find("#outcome").Attr("data-outcome"); got != store.OutcomeCanceled {
-			t.Errorf("outcome = %q, want canceled", got)
-		}
-		if got := doc.Find("#stream-end").Text(); got != "The run has finished." {
-			t.Errorf("stream end = %q, want it to say the run finished on a fresh page", got)
-		}
-	})
+	t.Run("finished run: no stream", func(t *testing.T) { checkFinishedRunPage(t, a, c) })
 	t.Run("someone else's run is 404", func(t *testing.T) {
 		other := a.client(t)
 		a.login(t, other, "customer2@example.com")
 		wantStatus(t, a.get(t, other, "/runs/"+a.run.ID.String()), http.StatusNotFound)
 	})
+}
+
+// checkFinishedRunPage: a finished run's page opens no stream, shows its
+// outcome and says the run has finished, as the page that watched it end.
+func checkFinishedRunPage(t *testing.T, a *streamApp, c *http.Client) {
+	t.Helper()
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+		t.Fatal(err)
+	}
+	doc := a.get(t, c, "/runs/"+a.run.ID.String()).doc(t)
+	if _, ok := doc.Find("#run").Attr("sse-connect"); ok {
+		t.Error("a finished run's page still opens a stream")
+	}
+	if got, _ := doc.Find("#outcome").Attr("data-outcome"); got != store.OutcomeCanceled {
+		t.Errorf("outcome = %q, want canceled", got)
+	}
+	if got := doc.Find("#stream-end").Text(); got != "The run has finished." {
+		t.Errorf("stream end = %q, want it to say the run finished on a fresh page", got)
+	}
 }
 
 func TestEventsPage(t *testing.T) {
