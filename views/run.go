@@ -1,7 +1,6 @@
 package views
 
 import (
-	"fmt"
 	"strconv"
 
 	"github.com/google/uuid"
@@ -98,77 +97,6 @@ func inTimeline(ev store.Event) bool { return ev.Class != store.ClassPresentatio
 func NarrationText(ev store.Event) string {
 	p, _ := store.PayloadOf[store.NarrationDelta](ev)
 	return p.Text
-}
-
-// EventText describes a business event in words, naming who acted in the
-// viewer's terms.
-func (v *RunView) EventText(ev store.Event) string {
-	switch ev.Type {
-	case store.EventApprovalGranted:
-		return "Approved by " + v.Who(store.DeciderOf(ev), "an approver") + v.reason(ev)
-	case store.EventCancelRequested:
-		return "Cancel requested by " + v.Who(store.DeciderOf(ev), "someone") + v.reason(ev)
-	}
-	return EventText(ev)
-}
-
-// reason is the reason given with a decision: a cancel's for everyone
-// (the customer reads why their refund was stopped), an approval's for
-// staff only, as Words shows them.
-func (v *RunView) reason(ev store.Event) string {
-	d := store.DeciderOf(ev)
-	if d == nil || d.Reason == "" || (ev.Type == store.EventApprovalGranted && !v.Viewer.Staff) {
-		return ""
-	}
-	return ": “" + d.Reason + "”"
-}
-
-// EventText describes a business event in words, without who acted. The
-// store wrote every payload itself; one that does not decode reads as
-// empty fields, and the page still renders.
-func EventText(ev store.Event) string {
-	op, _ := store.OperationNewsOf(ev)
-	switch ev.Type {
-	case store.EventRunCreated:
-		p, _ := store.PayloadOf[store.RunCreated](ev)
-		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
-	case store.EventRunPlanning:
-		return "The agent started looking at the request"
-	case store.EventActionProposed:
-		p, _ := store.PayloadOf[store.ActionProposed](ev)
-		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
-	case store.EventApprovalRequested:
-		return "Asked an approver for a decision"
-	case store.EventApprovalGranted:
-		if d := store.DeciderOf(ev); d != nil && d.System {
-			return "Approved by policy"
-		}
-		return "Approved"
-	case store.EventCancelRequested:
-		return "Cancel requested"
-	case store.EventCancelTooLate:
-		return "The cancel arrived too late: the refund had already reached the payment provider"
-	case store.EventOperationSubmitted:
-		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(op.Amount, op.Currency))
-	case store.EventOperationSucceeded:
-		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
-	case store.EventOperationFailed:
-		if op.Reason != "" {
-			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(op.Amount, op.Currency), op.Reason)
-		}
-		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(op.Amount, op.Currency))
-	case store.EventOperationReconciling:
-		return "No answer from the payment provider: began verifying the result"
-	case store.EventMessageFinal:
-		return "Final answer written"
-	case store.EventRunCompleted:
-		return "Run completed"
-	case store.EventRunFailed:
-		return "Run ended without a refund"
-	case store.EventRunCanceled:
-		return "Run canceled"
-	}
-	return ev.Type
 }
 
 // Stable element IDs of the run page's parts.

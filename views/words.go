@@ -1,6 +1,7 @@
 package views
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 	"time"
@@ -11,9 +12,9 @@ import (
 // This file is the one table of words a run shows: its status, its
 // progress line, who acted, what happens next and how it ended all come
 // from Words, as a function of where the run stands (store.Progress, built
-// from one snapshot and moved by the stream) and who is looking (Viewer).
-// Nothing else on a page words a run's state, so no two sentences can
-// disagree.
+// from one snapshot and moved by the stream) and who is looking (Viewer);
+// the history's lines come from EventText, naming who acted the same way.
+// Nothing else on a page words a run, so no two sentences can disagree.
 
 // RunFinished is what the page says once the run has ended and its live
 // updates stopped, on the page that saw it end and on every reload.
@@ -372,6 +373,77 @@ func who(p *store.Progress, viewer Viewer, d *store.Decider, unknown string) str
 		return d.Name + " (" + strings.TrimPrefix(role, "an ") + ")"
 	}
 	return role
+}
+
+// EventText describes a business event in words, naming who acted in the
+// viewer's terms.
+func (v *RunView) EventText(ev store.Event) string {
+	switch ev.Type {
+	case store.EventApprovalGranted:
+		return "Approved by " + v.Who(store.DeciderOf(ev), "an approver") + v.reason(ev)
+	case store.EventCancelRequested:
+		return "Cancel requested by " + v.Who(store.DeciderOf(ev), "someone") + v.reason(ev)
+	}
+	return EventText(ev)
+}
+
+// reason is the reason given with a decision: a cancel's for everyone
+// (the customer reads why their refund was stopped), an approval's for
+// staff only, as Words shows them.
+func (v *RunView) reason(ev store.Event) string {
+	d := store.DeciderOf(ev)
+	if d == nil || d.Reason == "" || (ev.Type == store.EventApprovalGranted && !v.Viewer.Staff) {
+		return ""
+	}
+	return ": “" + d.Reason + "”"
+}
+
+// EventText describes a business event in words, without who acted. The
+// store wrote every payload itself; one that does not decode reads as
+// empty fields, and the page still renders.
+func EventText(ev store.Event) string {
+	op, _ := store.OperationNewsOf(ev)
+	switch ev.Type {
+	case store.EventRunCreated:
+		p, _ := store.PayloadOf[store.RunCreated](ev)
+		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
+	case store.EventRunPlanning:
+		return "The agent started looking at the request"
+	case store.EventActionProposed:
+		p, _ := store.PayloadOf[store.ActionProposed](ev)
+		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
+	case store.EventApprovalRequested:
+		return "Asked an approver for a decision"
+	case store.EventApprovalGranted:
+		if d := store.DeciderOf(ev); d != nil && d.System {
+			return "Approved by policy"
+		}
+		return "Approved"
+	case store.EventCancelRequested:
+		return "Cancel requested"
+	case store.EventCancelTooLate:
+		return "The cancel arrived too late: the refund had already reached the payment provider"
+	case store.EventOperationSubmitted:
+		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(op.Amount, op.Currency))
+	case store.EventOperationSucceeded:
+		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
+	case store.EventOperationFailed:
+		if op.Reason != "" {
+			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(op.Amount, op.Currency), op.Reason)
+		}
+		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(op.Amount, op.Currency))
+	case store.EventOperationReconciling:
+		return "No answer from the payment provider: began verifying the result"
+	case store.EventMessageFinal:
+		return "Final answer written"
+	case store.EventRunCompleted:
+		return "Run completed"
+	case store.EventRunFailed:
+		return "Run ended without a refund"
+	case store.EventRunCanceled:
+		return "Run canceled"
+	}
+	return ev.Type
 }
 
 // Elapsed is how long a step has waited, as the step timer shows it
