@@ -67,7 +67,7 @@ func squash(s string) string { return strings.Join(strings.Fields(s), " ") }
 // approver signed in.
 type outcomeApp struct {
 	*app
-	customer, approver *http.Client
+	customer, approver, support *http.Client
 }
 
 func (o *outcomeApp) startAwaiting(t *testing.T) *store.Run {
@@ -100,9 +100,10 @@ func (o *outcomeApp) page(t *testing.T, c *http.Client, runID uuid.UUID) respons
 func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{}, withExecutor(agent.Builtin{}, payments.Faults{}))
-	o := &outcomeApp{app: a, customer: a.client(t), approver: a.client(t)}
+	o := &outcomeApp{app: a, customer: a.client(t), approver: a.client(t), support: a.client(t)}
 	a.login(t, o.customer, "customer@example.com")
 	a.login(t, o.approver, "approver@example.com")
+	a.login(t, o.support, "support@example.com")
 	customerName := a.user(t, "customer@example.com").Name
 
 	t.Run("completed", func(t *testing.T) {
@@ -192,6 +193,15 @@ func (o *outcomeApp) checkCanceledByApprover(t *testing.T) {
 	wantOneOutcome(t, r, store.OutcomeCanceled, "Canceled by you.")
 	if got := r.doc(t).Find(`#timeline li[data-type="cancel.requested"]`).Text(); !strings.Contains(got, "duplicate of another request") {
 		t.Errorf("the approver's timeline = %q, want the reason given", squash(got))
+	}
+	// Support reads the same outcome, naming the approver, in its own page.
+	doc := o.get(t, o.support, "/support/runs/"+run.ID.String()).doc(t)
+	want := "Canceled by Avery Approver (approver). Reason given: “duplicate of another request” No refund was made and no money moved."
+	if got := squash(doc.Find("#support-outcome").Text()); got != want {
+		t.Errorf("support's outcome = %q, want %q", got, want)
+	}
+	if got := doc.Find("#support-state").Text(); got != "Canceled" {
+		t.Errorf("support's state = %q, want Canceled", got)
 	}
 }
 
