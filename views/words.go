@@ -409,6 +409,12 @@ func EventText(ev store.Event) string {
 		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
 	case store.EventRunPlanning:
 		return "The agent started looking at the request"
+	case store.EventStepAttempt:
+		p, _ := store.PayloadOf[store.StepAttempt](ev)
+		if p.Attempt > 1 {
+			return fmt.Sprintf("The agent began %s again (attempt %d)", stepDoing(p.Step), p.Attempt)
+		}
+		return "The agent began " + stepDoing(p.Step)
 	case store.EventActionProposed:
 		p, _ := store.PayloadOf[store.ActionProposed](ev)
 		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
@@ -444,6 +450,17 @@ func EventText(ev store.Event) string {
 		return "Run canceled"
 	}
 	return ev.Type
+}
+
+// stepDoing is a narrating step as the history names it.
+func stepDoing(step string) string {
+	switch step {
+	case store.StatePlanning:
+		return "checking the order"
+	case store.StateSubmitting:
+		return "sending the refund to the payment provider"
+	}
+	return "a step"
 }
 
 // Elapsed is how long a step has waited, as the step timer shows it

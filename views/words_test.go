@@ -323,3 +323,21 @@ func TestListWords_SameWordsAsTheRunPage(t *testing.T) {
 		}
 	}
 }
+
+// TestEventText_EveryTypeInWords: each event type of the history reads as
+// a sentence, never as its type name.
+func TestEventText_EveryTypeInWords(t *testing.T) {
+	t.Parallel()
+	for _, typ := range store.EventTypes() {
+		if typ == store.EventNarrationDelta {
+			continue // narration is shown as its own text, never as a line of history
+		}
+		payload := map[string]any{"step": "planning", "attempt": 2}
+		if got := views.EventText(ev(5, typ, payload)); got == typ || got == "" {
+			t.Errorf("%s reads %q", typ, got)
+		}
+	}
+	if got := views.EventText(ev(5, store.EventStepAttempt, map[string]any{"step": "submitting", "attempt": 1})); got != "The agent began sending the refund to the payment provider" {
+		t.Errorf("step.attempt reads %q", got)
+	}
+}
