@@ -452,6 +452,15 @@ func EventText(ev store.Event) string {
 	return ev.Type
 }
 
+// narrationStretch names a stretch of n narration pieces in support's
+// timeline.
+func narrationStretch(n int) string {
+	if n == 1 {
+		return "Narration, 1 piece"
+	}
+	return "Narration, " + strconv.Itoa(n) + " pieces"
+}
+
 // stepDoing is a narrating step as the history names it.
 func stepDoing(step string) string {
 	switch step {
