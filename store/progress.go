@@ -33,15 +33,10 @@ func stateAfter(eventType string) string {
 	return ""
 }
 
-// stateTypes are the event types that set a run's state (stateAfter).
-func stateTypes() []string {
-	var out []string
-	for _, t := range EventTypes() {
-		if stateAfter(t) != "" {
-			out = append(out, t)
-		}
-	}
-	return out
+// Waits reports whether a run in state waits on someone else: an
+// approver, or the payment provider.
+func Waits(state string) bool {
+	return state == StateAwaitingApproval || state == StateSubmitting || state == StateReconciling
 }
 
 // Progress is where a run stands as of CoveringSeq: its state, whether a
@@ -66,8 +61,9 @@ type Progress struct {
 	// again (attempt 2 or later), 0 if none: narration at or below it
 	// belongs to an attempt that was abandoned, and is not shown.
 	RestartSeq int64
-	// StateSince is when the event that set State (or, while submitting,
-	// sent the refund) committed: the start of the step that runs now.
+	// StateSince is when the event that set State committed: the start of
+	// the step that waits now (a snapshot reads it only while the run
+	// Waits).
 	StateSince time.Time
 }
 

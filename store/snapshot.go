@@ -31,7 +31,8 @@ type Snapshot struct {
 	// snapshot has them too.
 	Marks []Event
 	// StateSince is when the latest event that set the run's state
-	// committed (zero for a SnapshotState): how long the current step has
+	// committed, while the run waits on someone else (Waits); zero
+	// otherwise and for a SnapshotState: how long the current step has
 	// waited, for a page's step timer.
 	StateSince time.Time
 }
@@ -87,11 +88,11 @@ func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*S
 var marksSQL = `SELECT ` + eventColumns + ` FROM run_events
 WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(markTypes, "', '") + `') ORDER BY seq`
 
-// stateSinceSQL reads when the latest state change was committed: the
-// primary key read backwards from CoveringSeq, past the current step's
-// narration only.
-var stateSinceSQL = `SELECT created_at FROM run_events
-WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(stateTypes(), "', '") + `') ORDER BY seq DESC LIMIT 1`
+// verifyingSinceSQL reads when the run began verifying its refund's
+// outcome. Only a run being verified asks it, so its cost never falls on
+// the many runs that wait for an approver or narrate.
+var verifyingSinceSQL = `SELECT created_at FROM run_events
+WHERE run_id = $1 AND seq <= $2 AND type = '` + EventOperationReconciling + `' ORDER BY seq DESC LIMIT 1`
 
 func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPart) (*Snapshot, error) {
 	r, err := getRun(ctx, tx, runID)
@@ -120,25 +121,63 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 	if part == readNoEvents {
 		return snap, nil
 	}
-	switch err := tx.GetContext(ctx, &snap.StateSince, stateSinceSQL, runID, r.LastSeq); {
-	case errors.Is(err, sql.ErrNoRows): // a log whose first events retention removed
-	case err != nil:
-		return nil, fmt.Errorf("store: snapshot state since: %w", err)
+	if err := readLog(ctx, tx, snap, part); err != nil {
+		return nil, err
 	}
+	if snap.StateSince, err = stateSince(ctx, tx, snap); err != nil {
+		return nil, err
+	}
+	return snap, nil
+}
+
+// readLog reads what part asks of the run's log up to CoveringSeq: the
+// marks only, or every stored event (and the marks among them).
+func readLog(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, part logPart) error {
 	if part == readMarks {
-		if err := tx.SelectContext(ctx, &snap.Marks, marksSQL, runID, r.LastSeq); err != nil {
-			return nil, fmt.Errorf("store: snapshot marks: %w", err)
+		if err := tx.SelectContext(ctx, &snap.Marks, marksSQL, snap.Run.ID, snap.CoveringSeq); err != nil {
+			return fmt.Errorf("store: snapshot marks: %w", err)
 		}
-		return snap, nil
+		return nil
 	}
 	if err := tx.SelectContext(ctx, &snap.Events, `SELECT `+eventColumns+` FROM run_events
-        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq); err != nil {
-		return nil, fmt.Errorf("store: snapshot events: %w", err)
+        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, snap.Run.ID, snap.CoveringSeq); err != nil {
+		return fmt.Errorf("store: snapshot events: %w", err)
 	}
 	for _, ev := range snap.Events {
 		if slices.Contains(markTypes, ev.Type) {
 			snap.Marks = append(snap.Marks, ev)
 		}
 	}
-	return snap, nil
+	return nil
+}
+
+// stateSince is when the step the run waits in began (Snapshot.StateSince):
+// the commit of the event that set its state. The rows committed with that
+// event carry its time (now() is the transaction's): the approval asked
+// for, the refund's intent, or, before the intent, the approval's mark.
+// Only a verification reads the log for it.
+func stateSince(ctx context.Context, tx *sqlx.Tx, snap *Snapshot) (time.Time, error) {
+	switch snap.Run.State {
+	case StateAwaitingApproval:
+		if snap.Approval != nil {
+			return snap.Approval.RequestedAt, nil
+		}
+	case StateSubmitting:
+		if len(snap.Operations) > 0 {
+			return snap.Operations[0].CreatedAt, nil
+		}
+		for _, m := range slices.Backward(snap.Marks) {
+			if m.Type == EventApprovalGranted {
+				return m.CreatedAt, nil
+			}
+		}
+	case StateReconciling:
+		var t time.Time
+		err := tx.GetContext(ctx, &t, verifyingSinceSQL, snap.Run.ID, snap.CoveringSeq)
+		if err != nil && !errors.Is(err, sql.ErrNoRows) { // none: retention removed it
+			return time.Time{}, fmt.Errorf("store: snapshot verifying since: %w", err)
+		}
+		return t, nil
+	}
+	return time.Time{}, nil
 }

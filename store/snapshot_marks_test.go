@@ -4,6 +4,9 @@ import (
 	"context"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
@@ -48,37 +51,75 @@ func TestSnapshotHead_ReadsOnlyTheMarks(t *testing.T) {
 	}
 }
 
-// TestSnapshot_StateSinceIsTheStateEvent: both snapshots say when the
-// event that set the run's state committed, however much narration came
-// after it, so a page's step timer starts at the step, not at the last word.
+// TestSnapshot_StateSinceIsTheStateEvent: while a run waits (for an
+// approver, for the provider, for a verification), both snapshots say when
+// the event that set its state committed, whatever came after it, so a
+// page's step timer starts at the step, not at the last word; a run that
+// waits on no one has none.
 func TestSnapshot_StateSinceIsTheStateEvent(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	run := f.start(t, "since", 1)
-	if _, err := f.s.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{})); err != nil {
-		t.Fatal(err)
+	var op *store.Operation
+	for _, step := range []struct {
+		state, event string
+		do           func() error
+	}{
+		{store.StatePlanning, "", func() error {
+			_, err := f.s.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
+			return err
+		}},
+		{store.StateAwaitingApproval, store.EventApprovalRequested, func() error {
+			_, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{Action: "refund", Amount: 1, Currency: "EUR"})
+			return err
+		}},
+		{store.StateSubmitting, store.EventApprovalGranted, func() error {
+			_, err := f.s.Approve(ctx, run.ID, f.approver.ID, "")
+			return err
+		}},
+		{store.StateSubmitting, store.EventOperationSubmitted, func() (err error) {
+			op, err = f.s.SubmitOperation(ctx, run.ID)
+			return err
+		}},
+		{store.StateReconciling, store.EventOperationReconciling, func() error {
+			_, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "timeout"})
+			return err
+		}},
+	} {
+		if err := step.do(); err != nil {
+			t.Fatal(err)
+		}
+		// Words after the state change do not move its start.
+		if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: "later "})); err != nil {
+			t.Fatal(err)
+		}
+		checkStateSince(t, f.s, run.ID, step.state, step.event)
 	}
-	if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: "later "}), store.EventOf(store.NarrationDelta{Text: "words"})); err != nil {
-		t.Fatal(err)
-	}
-	full, err := f.s.Snapshot(ctx, run.ID)
+}
+
+// checkStateSince: both snapshots of the run, in state, start its step at
+// the latest event of type event (none for "").
+func checkStateSince(t *testing.T, s *store.Store, runID uuid.UUID, state, event string) {
+	t.Helper()
+	ctx := context.Background()
+	full, err := s.Snapshot(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var planning store.Event
+	var want time.Time
 	for _, ev := range full.Events {
-		if ev.Type == store.EventRunPlanning {
-			planning = ev
+		if ev.Type == event {
+			want = ev.CreatedAt
 		}
 	}
-	head, err := f.s.SnapshotHead(ctx, run.ID)
+	head, err := s.SnapshotHead(ctx, runID)
 	if err != nil {
 		t.Fatal(err)
 	}
 	for name, snap := range map[string]*store.Snapshot{"snapshot": full, "head": head} {
-		if !snap.StateSince.Equal(planning.CreatedAt) {
-			t.Errorf("%s: state since %v, want run.planning's %v", name, snap.StateSince, planning.CreatedAt)
+		if snap.Run.State != state || !snap.StateSince.Equal(want) || (event != "" && want.IsZero()) {
+			t.Errorf("%s in %s: state since %v, want %s's %v", name, snap.Run.State, snap.StateSince, event, want)
 		}
 	}
 }

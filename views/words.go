@@ -83,7 +83,7 @@ const (
 func Words(p *store.Progress, viewer Viewer) Said {
 	w := Said{Status: statusWord(p), Tone: toneOf(p)}
 	at := stepAt(p)
-	if waitsOnOthers(p.State) {
+	if store.Waits(p.State) {
 		w.Since = p.StateSince
 	}
 	w.Steps = steps(p, at, !w.Since.IsZero())
@@ -111,12 +111,6 @@ func ListWords(r store.RunListing) (status, tone string) {
 	}
 	w := Words(&p, Viewer{})
 	return w.Status, w.Tone
-}
-
-// waitsOnOthers reports whether a run in state waits on someone else: an
-// approver, or the payment provider.
-func waitsOnOthers(state string) bool {
-	return state == store.StateAwaitingApproval || state == store.StateSubmitting || state == store.StateReconciling
 }
 
 // statusWord is the run's state in a word or three: what runs now, in
