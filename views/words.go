@@ -220,7 +220,7 @@ func nextStep(p *store.Progress, viewer Viewer) string {
 		return "Next: the agent checks the refund against the order, then asks an approver when the policy needs one."
 	case store.StateAwaitingApproval:
 		if viewer.MayApprove && p.Run.OwnerID != viewer.UserID {
-			return "Next: you or another approver approve or cancel it. Nothing is sent to the payment provider before that."
+			return "Next: you approve or cancel it here, or another approver does. Nothing is sent to the payment provider before that."
 		}
 		return "Next: an approver approves or cancels it. Nothing is sent to the payment provider before that."
 	case store.StateSubmitting:
