@@ -242,7 +242,7 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 		t.Fatal(err)
 	}
 	state := `document.querySelector('#run-row-` + run.ID.String() + ` .state').textContent`
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'created'`)); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'Waiting for the agent'`)); err != nil {
 		t.Fatal(err)
 	}
 	live := `document.getElementById('stream-indicator')?.dataset.state === 'live'`
@@ -252,13 +252,13 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	if _, err := a.store.RequestApproval(context.Background(), run.ID, store.ActionProposed{}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'awaiting approval'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'Waiting for an approver'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the list did not follow the run: %v", err)
 	}
 	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateCanceled, "Canceled."); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'canceled'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
+	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'Canceled'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the list did not follow the run's end: %v", err)
 	}
 	inLive, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`document.querySelector('[aria-live="polite"] #run-row-`+run.ID.String()+`') !== null`))

@@ -148,7 +148,9 @@ const pageStateJS = `(() => {
     indicator: q('#stream-indicator').dataset.state,
     streamEnd: q('#stream-end') ? q('#stream-end').textContent : '',
     connect: q('#run').getAttribute('sse-connect') || '',
-    bodyHTML: q('#run-body') ? q('#run-body').outerHTML : '',
+    // The step timer counts on by itself: the body is compared without it.
+    bodyHTML: q('#run-body') ? (b => { const c = b.cloneNode(true), tm = c.querySelector('#step-timer');
+      if (tm) tm.textContent = ''; return c.outerHTML; })(q('#run-body')) : '',
     trimmed: !!q('#narration-trimmed'),
     statusOnly: !!q('#status-only'),
   };

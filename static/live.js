@@ -96,15 +96,15 @@
     if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
     return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
   }
+  var seen = new WeakMap(); // when this page first showed each timer
   function tick() {
     var el = document.getElementById('step-timer');
     if (!el) return;
     var since = parseInt(el.getAttribute('data-since'), 10);
     var now = parseInt(el.getAttribute('data-now'), 10);
     if (isNaN(since) || isNaN(now)) return;
-    if (!el.hasAttribute('data-seen')) el.setAttribute('data-seen', String(Date.now()));
-    var seen = parseInt(el.getAttribute('data-seen'), 10);
-    el.textContent = elapsed((now - since + Date.now() - seen) / 1000);
+    if (!seen.has(el)) seen.set(el, Date.now());
+    el.textContent = elapsed((now - since + Date.now() - seen.get(el)) / 1000);
   }
   setInterval(tick, 1000);
 })();
