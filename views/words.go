@@ -63,8 +63,6 @@ type ProgressStep struct {
 	Tone   string
 	// Here marks where the run stands (aria-current="step").
 	Here bool
-	// Timed: the step waits, and shows for how long (Said.Since).
-	Timed bool
 }
 
 // waitingForAgent is a run that no worker has taken up yet.
@@ -82,11 +80,10 @@ const (
 // Words is what the run p says to viewer.
 func Words(p *store.Progress, viewer Viewer) Said {
 	w := Said{Status: statusWord(p), Tone: toneOf(p)}
-	at := stepAt(p)
 	if store.Waits(p.State) {
 		w.Since = p.StateSince
 	}
-	w.Steps = steps(p, at, !w.Since.IsZero())
+	w.Steps = steps(p, stepAt(p))
 	if p.ApprovedBy != nil && !p.ApprovedBy.System {
 		w.Approved = "Approved by " + who(p, viewer, p.ApprovedBy, "an approver") + approvalReason(p.ApprovedBy, viewer) + "."
 	}
@@ -187,7 +184,7 @@ var stepLabels = [...][3]string{
 // steps is the progress line: every step from the start (the approval too:
 // a refund the policy lets through reads "No approval needed"), each in
 // the tense of where the run stands, up to where a finished run ended.
-func steps(p *store.Progress, at int, timed bool) []ProgressStep {
+func steps(p *store.Progress, at int) []ProgressStep {
 	out := make([]ProgressStep, 0, len(stepLabels))
 	for i, l := range stepLabels {
 		if i > at && p.Terminal() {
@@ -200,7 +197,7 @@ func steps(p *store.Progress, at int, timed bool) []ProgressStep {
 		case st.Here && p.Terminal():
 			st.Label, st.Status, st.Tone = statusWord(p), "ended", toneOf(p)
 		case st.Here:
-			st.Label, st.Status, st.Timed = l[1], "current", timed
+			st.Label, st.Status = l[1], "current"
 			if p.State == store.StateCreated {
 				st.Label = waitingForAgent // the check has not begun
 			}
