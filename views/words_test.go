@@ -267,7 +267,7 @@ func TestWords_ProgressLineSpeaksInThePresent(t *testing.T) {
 			t.Errorf("at %s: line %q, status %q; want %q, %q", v.State, got, w.Status, step.line, step.status)
 		}
 		doc := render(t, views.RunBody(v, nil))
-		timer := doc.Find("#run-status #step-timer")
+		timer := doc.Find(`#run-status [role="timer"][aria-live="off"] #step-timer`)
 		if since, _ := timer.Attr("data-since"); (timer.Length() == 1) != step.timed || (step.timed && since == "") {
 			t.Errorf("at %s: step timer %v (since %q), want %v", v.State, timer.Length() == 1, since, step.timed)
 		}
