@@ -40,6 +40,11 @@ type Config struct {
 	// REQUEST_TIMEOUT: how long a request (streams aside) may take before
 	// it is answered 503.
 	RequestTimeout time.Duration
+	// WRITE_TIMEOUT: how long the web server gives a response (streams
+	// aside, which have their own) to be written; a client that stops
+	// reading is cut then. Above REQUEST_TIMEOUT, so that a slow answer is
+	// still sent.
+	WriteTimeout time.Duration
 	// START_RATE_PER_USER: how many new runs one user may start in a
 	// minute, so one customer's flood cannot starve the others; 0 means no
 	// limit.
@@ -200,6 +205,10 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 		}
 		c.RequestTimeout = d
 	}
+	c.WriteTimeout = atLeast(env, p, "WRITE_TIMEOUT", DefaultWriteTimeout, time.Second)
+	if c.WriteTimeout <= c.RequestTimeout {
+		p.add("WRITE_TIMEOUT (%s) must be above REQUEST_TIMEOUT (%s), or slow answers would be cut", c.WriteTimeout, c.RequestTimeout)
+	}
 	c.APIPageLimit = count(env, p, "API_PAGE_LIMIT", handlers.DefaultAPIPageLimit)
 	c.StartRatePerUser = 60
 	if v := env("START_RATE_PER_USER"); v != "" {
@@ -263,6 +272,10 @@ func (c *Config) readLimits(env func(string) string, p *problems) {
 			c.MaxStreams, c.MaxConnections)
 	}
 }
+
+// DefaultWriteTimeout is WRITE_TIMEOUT's default: REQUEST_TIMEOUT's
+// default and 5 s to send the answer.
+const DefaultWriteTimeout = handlers.DefaultRequestTimeout + 5*time.Second
 
 // openFileLimit is the process's soft limit on open files (1024 if it
 // cannot be read).

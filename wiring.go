@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -23,6 +24,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -157,8 +159,15 @@ func serveHTTP(ctx context.Context, e *echo.Echo, cfg Config, logger *slog.Logge
 	srv.ReadHeaderTimeout = 10 * time.Second
 	srv.ReadTimeout = 30 * time.Second
 	srv.IdleTimeout = 30 * time.Second
-	// No WriteTimeout: event streams stay open for as long as the client
-	// watches; handlers that need one set it per request.
+	// A client that stops reading (pipelined requests, never a read) is
+	// cut, and counted (countedConn.Write). Event streams clear it and
+	// set one per write of their own.
+	srv.WriteTimeout = cfg.WriteTimeout
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		if cc, ok := c.(*countedConn); ok && state == http.StateHijacked {
+			cc.hijacked.Store(true)
+		}
+	}
 	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 
 	served := make(chan error, 1)
@@ -330,6 +339,20 @@ type countedConn struct {
 	net.Conn
 	l      *countedListener
 	closed atomic.Bool
+	// hijacked: a stream took the connection; its cuts are the stream's
+	// own (refundd_stream_slow_cuts_total).
+	hijacked atomic.Bool
+	timedOut atomic.Bool
+}
+
+// Write counts, once per connection, a response cut by the server's
+// WriteTimeout: its client stopped reading.
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.hijacked.Load() && c.timedOut.CompareAndSwap(false, true) {
+		metrics.WriteTimeouts.Inc()
+	}
+	return n, err
 }
 
 func (c *countedConn) Close() error {
