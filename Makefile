@@ -93,9 +93,9 @@ fi; \
 command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 from https://go.dev/dl/" >&2; exit 1; }
 endef
 
-## deps: what `make test` needs: PostgreSQL's server, Chromium, npm
+## deps: what `make test` needs: PostgreSQL's server, Chromium, nginx (a stream test proxies through it), npm
 deps:
-	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium npm=npm)
+	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium /usr/sbin/nginx=nginx npm=npm)
 
 ## deps-run: what `make run` needs: PostgreSQL's server, npm
 deps-run:
