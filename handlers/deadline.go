@@ -136,7 +136,9 @@ func (h *Handler) streamDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		res := c.Response()
 		gate := &gatedResponse{w: res.Writer, header: res.Header().Clone()}
-		inner := c.Echo().NewContext(c.Request(), gate)
+		// A copy of the request: the session store writes its own into it.
+		req := c.Request()
+		inner := c.Echo().NewContext(req.WithContext(req.Context()), gate)
 		inner.SetPath(c.Path())
 		inner.SetParamNames(c.ParamNames()...)
 		inner.SetParamValues(c.ParamValues()...)
