@@ -29,6 +29,7 @@ import (
 const (
 	DefaultLease        = 3 * time.Second // WORKER_LEASE
 	DefaultOutageBudget = time.Minute     // PROVIDER_OUTAGE_BUDGET
+	DefaultRetryMax     = 3 * time.Second // Config.RetryMax
 )
 
 // Config tunes an Executor. Zero values take the defaults, except
@@ -52,9 +53,12 @@ type Config struct {
 	OutageBudget    time.Duration
 	ProviderTimeout time.Duration // one provider call; default 5s
 	RetryBase       time.Duration // first retry delay, doubled each time, jittered; default 500ms
-	RetryMax        time.Duration // cap on a retry delay; default 30s
-	ChunkEvery      time.Duration // narration chunking; default 100ms (≤10 rows/s)
-	NarrationDelay  time.Duration // built-in narrator's delay per word
+	// RetryMax caps a retry delay; default 3s, so that after an outage the
+	// next try comes within RetryMax and a Poll (4 s) of the provider
+	// answering again.
+	RetryMax       time.Duration
+	ChunkEvery     time.Duration // narration chunking; default 100ms (≤10 rows/s)
+	NarrationDelay time.Duration // built-in narrator's delay per word
 }
 
 func (c *Config) fill() {
@@ -66,7 +70,7 @@ func (c *Config) fill() {
 	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, 5*time.Second)
 	c.OutageBudget = cmp.Or(c.OutageBudget, DefaultOutageBudget)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
-	c.RetryMax = cmp.Or(c.RetryMax, 30*time.Second)
+	c.RetryMax = cmp.Or(c.RetryMax, DefaultRetryMax)
 	c.ChunkEvery = cmp.Or(c.ChunkEvery, 100*time.Millisecond)
 }
 
