@@ -297,7 +297,9 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 		}
 	}()
 	if run.CancelRequested() {
-		return 0, false, e.cancel(ctx, run)
+		if canceled, err := e.cancel(ctx, run); canceled || err != nil {
+			return 0, false, err
+		}
 	}
 	switch run.State {
 	case store.StateCreated:
@@ -356,10 +358,28 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 // settle gets the run's refund to a known outcome through the ledger:
 // record intent, call the provider, record what it confirmed; or, when an
 // earlier attempt's outcome is unknown, ask the provider before anything else.
+// The step is narrated before the operation exists: until it does, a cancel
+// stops the refund (and is answered so); from then on it is too late, and
+// the refund goes on to whatever the provider decides.
 func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run) (time.Duration, bool, error) {
+	ops, err := e.store.OperationsByRun(ctx, run.ID)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(ops) == 0 {
+		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
+			return 0, false, err
+		}
+		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(run.Amount, run.Currency)}); err != nil {
+			return 0, false, err
+		}
+	}
 	op, err := e.store.SubmitOperation(ctx, run.ID)
 	fresh := err == nil
-	if err != nil && !errors.Is(err, store.ErrAlreadyDone) {
+	switch {
+	case errors.Is(err, store.ErrCancelRequested):
+		return 0, false, nil // the next step honours it
+	case err != nil && !errors.Is(err, store.ErrAlreadyDone):
 		if store.ErrorCode(err) == store.CodeConflict {
 			return 0, true, e.finish(ctx, run, store.StateFailed,
 				"This refund would take the order's refunds past what was paid, so nothing was refunded.")
@@ -373,27 +393,12 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return 0, true, e.finish(ctx, run, store.StateFailed, failedMessage(op))
 	}
 	if fresh {
-		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
-			return 0, false, err
-		}
-		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(op.Amount, op.Currency)}); err != nil {
-			return 0, false, err
-		}
-		// The last safe boundary: a cancel that arrived until now stops the
-		// refund before the provider hears of it.
-		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
-			return 0, false, err
-		}
 		return e.submit(ctx, log, run, op)
 	}
 	// The provider refused the latest call, and none has begun since: it
 	// committed nothing and nothing is in flight, so nothing needs
 	// verifying. Call again with the same key once the retry is on record.
 	if op.LastCallRefused {
-		// Nothing is in flight, so this is a safe boundary for a cancel too.
-		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
-			return 0, false, err
-		}
 		if err := e.store.BeginRetry(ctx, op.ID); err != nil {
 			return 0, false, err
 		}
@@ -501,43 +506,18 @@ func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.
 	return ignoreDone(err)
 }
 
-// cancel honours a cancel request at a safe boundary. Before it is too late
-// (store.CancelTooLate), the run ends canceled. After, the provider may have
-// the refund: reconcile first, then end completed with cancel.too_late, or
-// canceled if the provider confirms nothing happened.
-func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
+// cancel honours a cancel request that came in time: before the run had
+// an operation (store.CancelTooLate), the rule RequestCancel answered it
+// by, the run ends canceled. A cancel that came later was answered
+// too_late, and is: the run goes on (canceled false), and ends as the
+// provider decides, completed with cancel.too_late (finishRefunded) or
+// failed, never canceled.
+func (e *Executor) cancel(ctx context.Context, run *store.Run) (canceled bool, err error) {
 	ops, err := e.store.OperationsByRun(ctx, run.ID)
-	if err != nil {
-		return err
+	if err != nil || store.CancelTooLate(ops) {
+		return false, err
 	}
-	if !store.CancelTooLate(ops) {
-		return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
-	}
-	op := &ops[0]
-	if op.State == store.OpSubmitted || op.State == store.OpReconciling {
-		rc, err := e.lookup(ctx, op)
-		switch {
-		case err == nil:
-			if err := e.record(ctx, op, rc); err != nil {
-				return err
-			}
-		case errors.Is(err, payments.ErrNotFound):
-			if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed,
-				Reason: "canceled before the payment provider received it"}); ignoreDone(err) != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("agent: reconcile before cancel: %w", err)
-		}
-		if ops, err = e.store.OperationsByRun(ctx, run.ID); err != nil {
-			return err
-		}
-		op = &ops[0]
-	}
-	if op.State == store.OpSucceeded {
-		return e.finishRefunded(ctx, run, op)
-	}
-	return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
+	return true, e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so
