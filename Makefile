@@ -47,6 +47,7 @@ test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStartBody$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzClientText$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers/stream
 	$(GO) test -run '^$$' -fuzz '^FuzzReadReceipt$$' -fuzztime $(FUZZ_EXECS)x ./payments
 

@@ -114,6 +114,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 		h.recordActor,
 		crossOriginProtection(),
 		middleware.BodyLimit("1M"),
+		checkClientText,
 	)
 	for _, r := range h.routes() {
 		e.Add(r.method, r.path, r.handler, r.middleware...)
