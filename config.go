@@ -16,6 +16,7 @@ import (
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
 
@@ -29,11 +30,16 @@ type Config struct {
 	// a listener of their own outside MAX_CONNECTIONS, so probes never
 	// queue behind a wave of stream opens; empty serves them on ADDR only.
 	HealthAddr   string
-	ProviderAddr string        // PROVIDER_ADDR: where the simulated provider listens
-	ProviderURL  string        // PROVIDER_URL: where workers reach a provider
-	SessionKey   string        // SESSION_KEY: secret the session cookie keys derive from
-	CookieSecure bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
-	ReplayWindow time.Duration // REPLAY_WINDOW: how long presentation events are kept
+	ProviderAddr string // PROVIDER_ADDR: where the simulated provider listens
+	ProviderURL  string // PROVIDER_URL: where workers reach a provider
+	// PROVIDER_SECRET: the shared secret the simulated provider requires
+	// of writes and of its fault switch; `provider` needs it, workers send
+	// it, and `dev` makes a fresh one (in DATA_DIR/provider.secret) unless
+	// it is set. Never printed or logged.
+	ProviderSecret string
+	SessionKey     string        // SESSION_KEY: secret the session cookie keys derive from
+	CookieSecure   bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
+	ReplayWindow   time.Duration // REPLAY_WINDOW: how long presentation events are kept
 	// ALLOWED_HOSTS: the host names the web server answers to (a defence
 	// against DNS rebinding); default ADDR's host and the loopback names.
 	AllowedHosts []string
@@ -116,11 +122,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		ProviderAddr: cmp.Or(env("PROVIDER_ADDR"), "127.0.0.1:8081"),
 		ProviderURL:  env("PROVIDER_URL"),
 		// Not trimmed: a key is used exactly as given.
-		SessionKey:   getenv("SESSION_KEY"),
-		ModelBaseURL: env("MODEL_BASE_URL"),
-		ModelName:    env("MODEL_NAME"),
-		ModelAPIKey:  env("MODEL_API_KEY"),
-		LogFormat:    strings.ToLower(cmp.Or(env("LOG_FORMAT"), "text")),
+		SessionKey:     getenv("SESSION_KEY"),
+		ProviderSecret: getenv("PROVIDER_SECRET"),
+		ModelBaseURL:   env("MODEL_BASE_URL"),
+		ModelName:      env("MODEL_NAME"),
+		ModelAPIKey:    env("MODEL_API_KEY"),
+		LogFormat:      strings.ToLower(cmp.Or(env("LOG_FORMAT"), "text")),
 	}
 	var p problems
 	c.checkConnections(env, &p)
@@ -168,6 +175,9 @@ func (c *Config) checkConnections(env func(string) string, p *problems) {
 	if c.SessionKey != "" && len(c.SessionKey) < handlers.MinSessionKey {
 		// Never echo the key itself.
 		p.add("SESSION_KEY must be at least %d characters, got %d", handlers.MinSessionKey, len(c.SessionKey))
+	}
+	if c.ProviderSecret != "" && len(c.ProviderSecret) < payments.MinSecret {
+		p.add("PROVIDER_SECRET must be at least %d characters, got %d", payments.MinSecret, len(c.ProviderSecret))
 	}
 	if v := env("COOKIE_SECURE"); v != "" {
 		b, err := strconv.ParseBool(v)

@@ -127,10 +127,10 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	st := storetest.MustOpen(t)
 	providerAddr := freeAddr(t)
 	env := []string{"DATABASE_URL=" + st.URL(), "PROVIDER_ADDR=" + providerAddr,
-		"PROVIDER_URL=http://" + providerAddr, "WORKER_LEASE=2s"}
+		"PROVIDER_URL=http://" + providerAddr, "WORKER_LEASE=2s", "PROVIDER_SECRET=" + testProviderSecret}
 
 	spawn(t, env, "simulated payment provider running", "provider")
-	provider := payments.NewClient("http://"+providerAddr, 5*time.Second)
+	provider := payments.NewClient("http://"+providerAddr, 5*time.Second).WithSecret(testProviderSecret)
 	defer provider.Close()
 	// The provider will commit, then hold its answer.
 	if err := provider.SetFaults(ctx, payments.Faults{HoldAfterCommit: true}); err != nil {

@@ -65,7 +65,7 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 	if cfg.ModelBaseURL != "" {
 		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
 	}
-	provider := payments.NewClient(cfg.ProviderURL, 0)
+	provider := payments.NewClient(cfg.ProviderURL, 0).WithSecret(cfg.ProviderSecret)
 	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
 		OutageBudget: cfg.ProviderOutageBudget, Concurrency: cfg.WorkerSlots, NarrationDelay: cfg.NarrationPace},
 		st, provider, narrator, listener, logger.With("part", "worker"))
@@ -91,11 +91,17 @@ func startListener(ctx context.Context, st *store.Store, logger *slog.Logger) (*
 
 // startProvider serves the simulated payment provider on cfg.ProviderAddr,
 // keeping its ledger in the database at databaseURL through a pool of its
-// own. stop stops the server, then closes that pool.
+// own; its writes and fault switch need cfg.ProviderSecret. stop stops the server, then closes that pool.
 func startProvider(ctx context.Context, cfg Config, databaseURL string, logger *slog.Logger) (srv *payments.Server, stop func(), err error) {
 	sim, err := payments.OpenSim(ctx, databaseURL, payments.Faults{})
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := sim.SetSecret(cfg.ProviderSecret); err != nil {
+		return nil, nil, errors.Join(err, sim.CloseDB())
+	}
+	if host, _, err := net.SplitHostPort(cfg.ProviderAddr); err == nil && host != "" {
+		sim.AllowHost(host)
 	}
 	srv = payments.NewServer(cfg.ProviderAddr, sim)
 	if err := srv.Start(ctx); err != nil {

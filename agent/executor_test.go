@@ -473,6 +473,7 @@ func TestExecutor_PolicyRefusalFailsRunWithReadableMessage(t *testing.T) {
 	}
 	e.verify()
 }
+
 // A cancel that comes while the outcome is being verified comes after the
 // operation exists: it is answered too_late, and so it is: the run does
 // not end canceled even though the provider has nothing yet; once the
