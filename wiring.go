@@ -160,21 +160,7 @@ func serveHTTP(ctx context.Context, e *echo.Echo, cfg Config, logger *slog.Logge
 	srv.Handler = e
 	counted := capConnections(ln, srv, cfg.MaxConnections)
 	ln = counted
-	// A connection that sends no request, or sits idle between requests,
-	// is closed soon: neither may hold a slot that pages need.
-	srv.ReadHeaderTimeout = 10 * time.Second
-	srv.ReadTimeout = 30 * time.Second
-	srv.IdleTimeout = 30 * time.Second
-	// A client that stops reading (pipelined requests, never a read) is
-	// cut, and counted (countedConn.Write). Event streams clear it and
-	// set one per write of their own.
-	srv.WriteTimeout = cfg.WriteTimeout
-	srv.ConnState = func(c net.Conn, state http.ConnState) {
-		if cc, ok := c.(*countedConn); ok && state == http.StateHijacked {
-			cc.hijacked.Store(true)
-		}
-	}
-	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	setTimeouts(srv, cfg, logger)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -222,6 +208,25 @@ func serveHTTP(ctx context.Context, e *echo.Echo, cfg Config, logger *slog.Logge
 	}
 	logger.Info("http server stopped")
 	return nil
+}
+
+// setTimeouts bounds what a client can hold of the web server.
+func setTimeouts(srv *http.Server, cfg Config, logger *slog.Logger) {
+	// A connection that sends no request, or sits idle between requests,
+	// is closed soon: neither may hold a slot that pages need.
+	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.ReadTimeout = 30 * time.Second
+	srv.IdleTimeout = 30 * time.Second
+	// A client that stops reading (pipelined requests, never a read) is
+	// cut, and counted (countedConn.Write). Event streams clear it and
+	// set one per write of their own.
+	srv.WriteTimeout = cfg.WriteTimeout
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		if cc, ok := c.(*countedConn); ok && state == http.StateHijacked {
+			cc.hijacked.Store(true)
+		}
+	}
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 }
 
 // healthMaxConnections caps the health listener's connections. They come
