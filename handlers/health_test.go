@@ -196,7 +196,7 @@ func newStalledApp(t *testing.T, cfg handlers.Config) *stalledApp {
 		if err != nil {
 			t.Fatal(err)
 		}
-		*srv.to = httptest.NewServer(e)
+		*srv.to = httptest.NewServer(checkOpenAPI(t, e))
 		t.Cleanup((*srv.to).Close)
 	}
 	// Cleanups run last first: the proxy lets go of stuck queries before
