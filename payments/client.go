@@ -243,6 +243,11 @@ func statusKind(status int) error {
 		return ErrMismatch
 	case status == http.StatusServiceUnavailable, status == http.StatusTooManyRequests:
 		return ErrUnavailable
+	case status == http.StatusUnauthorized, status == http.StatusMisdirectedRequest:
+		// The provider refused us, not the refund (a missing or wrong
+		// PROVIDER_SECRET, a wrong Host): nothing was committed, and it is
+		// fixed by configuration, within the outage budget.
+		return ErrUnavailable
 	case status == http.StatusRequestTimeout:
 		return ErrUncertain
 	case status/100 == 4:
