@@ -178,11 +178,15 @@ func (t *tail) fanOut(evs []store.Event, err error) (more bool) {
 	if len(evs) == 0 {
 		return false
 	}
+	frames := make([]*Frames, len(evs))
+	for i := range frames {
+		frames[i] = &Frames{}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.head = evs[len(evs)-1].Seq
 	for sub := range t.subs {
-		sub.offerEvents(evs)
+		sub.offerEvents(evs, frames)
 	}
 	return len(evs) == t.ts.page
 }
