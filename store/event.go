@@ -179,7 +179,8 @@ ORDER BY e.seq`
 // ErrCursorInvalid. Either way the caller should fall back to a snapshot.
 func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, limit int) ([]Event, error) {
 	limit = pageLimit(limit)
-	stmt, err := s.prepared(ctx, eventsAfterSQL)
+	// On the stream pool: the streams' reads never wait behind writers.
+	stmt, err := s.preparedOn(ctx, s.streams, eventsAfterSQL)
 	if err != nil {
 		return nil, err
 	}

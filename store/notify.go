@@ -81,6 +81,18 @@ func (s *Store) sendNotices(batch []notice) {
 	}
 }
 
+// notifySQL sends a batch of notices in one statement, its own
+// transaction, committed without waiting for the WAL flush (set_config's
+// local setting lasts until that commit); WITH ORDINALITY keeps the order
+// they were queued in.
+const notifySQL = `
+WITH off AS (SELECT set_config('synchronous_commit', 'off', true))
+SELECT pg_notify(t.c, t.p)
+FROM off, unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i)
+ORDER BY t.i`
+
+// sendBatch sends on the stream pool: wake-ups are the delivery path, and
+// must not wait for a connection behind the writers either.
 func (s *Store) sendBatch(batch []notice) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -89,13 +101,10 @@ func (s *Store) sendBatch(batch []notice) error {
 	for i, x := range batch {
 		channels[i], payloads[i] = x.channel, x.payload
 	}
-	return s.inTx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
-		// WITH ORDINALITY keeps the order they were queued in.
-		_, err := tx.ExecContext(ctx, `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i) ORDER BY i`,
-			pq.Array(channels), pq.Array(payloads))
+	stmt, err := s.preparedOn(ctx, s.streams, notifySQL)
+	if err != nil {
 		return err
-	})
+	}
+	_, err = stmt.ExecContext(ctx, pq.Array(channels), pq.Array(payloads))
+	return err
 }
