@@ -135,7 +135,9 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		want string
 	}{
 		{[]string{"-watchers", "20000"}, "-watchers must be between 1 and 10000, got 20000"},
-		{[]string{"-mode", "soak"}, `-mode must be watchers, runs or storm, got "soak"`},
+		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm or approvals, got "soak"`},
+		{[]string{"-appender", "eventually"}, `-appender must be async or durable, got "eventually"`},
+		{[]string{"-mode", "approvals", "-approvals", "500"}, "-approvals must be between 1 and 200, got 500"},
 		{[]string{"-url", "http://127.0.0.1:8080"}, "-url needs -database-url"},
 		{[]string{"-mode", "runs", "-workers", "16", "-pool", "16"}, "exceed PostgreSQL's max_connections"},
 	} {
