@@ -45,6 +45,9 @@ type RunView struct {
 	Timeline  []store.Event
 	// NarrationTrimmed: narration older than the replay window is gone.
 	NarrationTrimmed bool
+	// NarrationHidden: earlier pieces of narration the page leaves out
+	// (ShowLatestNarration). They are kept; the page links to them.
+	NarrationHidden int
 	// Answer is what the viewer's own decision just did, shown next to the
 	// buttons; the next render from the log replaces it.
 	Answer string
@@ -69,6 +72,27 @@ func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
 	// have; a floor reached by business events alone hides nothing.
 	v.NarrationTrimmed = snap.ReplayFloor > 0
 	return v
+}
+
+// NarrationShown is how many of the latest pieces of narration the run
+// page shows unless asked for all (AllNarrationURL): a long run's page
+// then costs about what reading its snapshot does, not the HTML of
+// hundreds of pieces.
+const NarrationShown = 100
+
+// ShowLatestNarration keeps only the last n pieces of narration, and
+// counts the others as hidden.
+func (v *RunView) ShowLatestNarration(n int) {
+	if extra := len(v.Narration) - n; extra > 0 {
+		v.NarrationHidden += extra
+		v.Narration = v.Narration[extra:]
+	}
+}
+
+// AllNarrationURL is the run page with every piece of narration the
+// replay window holds.
+func AllNarrationURL(runID uuid.UUID) string {
+	return "/runs/" + runID.String() + "?narration=all#run-narration"
 }
 
 // CanApprove and CanCancel say which buttons to offer now.
