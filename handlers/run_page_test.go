@@ -237,4 +237,3 @@ func TestRunPage_LongNarrationShowsTheLatest(t *testing.T) {
 		t.Error("the page with all narration still says some is not shown")
 	}
 }
-
