@@ -104,6 +104,8 @@ func startListener(ctx context.Context, st *store.Store, logger *slog.Logger) (*
 	if err := l.Start(ctx); err != nil {
 		return nil, fmt.Errorf("listen for notifications: %w", err)
 	}
+	// What this process commits wakes its own streams at once.
+	st.WakeLocal(l)
 	return l, nil
 }
 

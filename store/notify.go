@@ -50,11 +50,23 @@ func notifyWork(_ context.Context, tx *txn) error {
 // maxNotices bounds one notifier transaction (and what waits for the next).
 const maxNotices = 1024
 
-// notify queues notices for the notifier. It waits only while the queue is
-// full (PostgreSQL is slower than the commits: back-pressure).
+// WakeLocal makes what this store commits wake l's subscribers of the
+// runs appended to at once, in this process, besides the NOTIFY that wakes
+// every process's listener (l included: its subscribers then find they
+// have read that seq already). The run's watchers here so hear a command
+// made here (an approval, a cancel) without waiting for the round trip,
+// and ahead of the worker the same NOTIFY wakes.
+func (s *Store) WakeLocal(l *Listener) { s.local.Store(l) }
+
+// notify wakes this process's run subscribers (WakeLocal) and queues
+// notices for the notifier. It waits only while the queue is full
+// (PostgreSQL is slower than the commits: back-pressure).
 func (s *Store) notify(ns ...notice) {
 	if len(ns) == 0 {
 		return
+	}
+	if l := s.local.Load(); l != nil {
+		l.wakeLocal(ns)
 	}
 	n := s.notifier
 	n.begin()

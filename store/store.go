@@ -39,8 +39,9 @@ type Store struct {
 
 	narration *batcher[narrationPiece]
 	notifier  *batcher[notice]
-	opens     *batcher[*openRequest] // stream_open.go
-	openReads atomic.Int64           // statements the stream-open readers ran, for tests
+	opens     *batcher[*openRequest]   // stream_open.go
+	openReads atomic.Int64             // statements the stream-open readers ran, for tests
+	local     atomic.Pointer[Listener] // WakeLocal
 }
 
 // Option adjusts how Open sets up the pool.
