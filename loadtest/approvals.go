@@ -44,25 +44,21 @@ func (s *approvalsSummary) String() string {
 		num(s.LastP50), num(s.LastP99), s.Last, s.Missing)
 }
 
-// runApprovals starts refundd dev with every refund needing an approver,
-// starts the runs, and approves them one at a time under watch.
+// runApprovals starts refundd dev with every refund needing an approver
+// (or uses the one at -url, which must ask for approval of one minor
+// unit), starts the runs, and approves them one at a time under watch.
 func runApprovals(ctx context.Context, e *env) (*approvalsSummary, error) {
 	o := e.o
 	sum := &approvalsSummary{meta: newMeta(o), Watchers: o.watchers, Approvals: o.approvals}
-	set := map[string]string{"APPROVAL_THRESHOLD": "1", "DB_POOL_SIZE": fmt.Sprint(o.pool)}
-	if o.pace != "" {
-		set["NARRATION_PACE"] = o.pace
-	}
-	dev, err := e.startRefundd(ctx, "dev", set)
+	base, err := e.startApprovalsDev(ctx)
 	if err != nil {
 		return nil, err
 	}
-	e.cleanup = append(e.cleanup, dev.stop)
-	customer, err := e.client(ctx, dev.url, 0)
+	customer, err := e.client(ctx, base, 0)
 	if err != nil {
 		return nil, err
 	}
-	approver := newAPIClient(dev.url, newTransport())
+	approver := newAPIClient(base, newTransport())
 	if err := approver.login(ctx, "approver@example.com", o.password); err != nil {
 		return nil, fmt.Errorf("approver: %w", err)
 	}
@@ -90,6 +86,24 @@ func runApprovals(ctx context.Context, e *env) (*approvalsSummary, error) {
 	sum.LastP50, sum.LastP99 = quantile(sum.Lasts, 0.5), quantile(sum.Lasts, 0.99)
 	sum.finish()
 	return sum, nil
+}
+
+// startApprovalsDev starts refundd dev with every refund needing an
+// approver, or uses the one at -url, and returns its base URL.
+func (e *env) startApprovalsDev(ctx context.Context) (string, error) {
+	if e.o.url != "" {
+		return e.o.url, nil
+	}
+	set := map[string]string{"APPROVAL_THRESHOLD": "1", "DB_POOL_SIZE": fmt.Sprint(e.o.pool)}
+	if e.o.pace != "" {
+		set["NARRATION_PACE"] = e.o.pace
+	}
+	dev, err := e.startRefundd(ctx, "dev", set)
+	if err != nil {
+		return "", err
+	}
+	e.cleanup = append(e.cleanup, dev.stop)
+	return dev.url, nil
 }
 
 // waitState polls the run until it is in state, at most 60 s.

@@ -134,9 +134,6 @@ func (o *options) validate() error {
 	if o.appender != "async" && o.appender != "durable" {
 		return fmt.Errorf("-appender must be async or durable, got %q", o.appender)
 	}
-	if o.mode == "approvals" && (o.url != "" || o.token != "") {
-		return errors.New("-mode approvals starts a refundd dev of its own and signs in as its demo customer and approver: it takes no -url or -token")
-	}
 	if o.signal != "kill" && o.signal != "term" {
 		return fmt.Errorf("-signal must be kill or term, got %q", o.signal)
 	}
