@@ -21,11 +21,12 @@ func (h *Handler) showRunPage(c echo.Context) error {
 		return err
 	}
 	u := currentUser(c)
-	v := views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
-	if c.QueryParam("narration") != "all" {
-		// The rest on demand: the page links to it.
-		v.ShowLatestNarration(views.NarrationShown)
+	// The latest narration only, the rest on demand: the page links to it.
+	newView := views.NewRunView
+	if c.QueryParam("narration") == "all" {
+		newView = views.NewRunViewAllNarration
 	}
+	v := newView(snap, access == AccessFull, viewerOf(u, run, access))
 	// A decision made without JavaScript comes back here: its answer goes
 	// next to the buttons, and is gone at the next render from the log.
 	v.Answer = h.takeAnswer(c, run.ID)

@@ -222,3 +222,20 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 	}
 	return out, nil
 }
+
+// scanEvents appends rows of eventColumns to out and closes rows. By
+// hand: a run's whole log is read for every run page, and sqlx's
+// reflection cost more than the rows.
+func scanEvents(rows *sql.Rows, out []Event) ([]Event, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var ev Event
+		var payload []byte
+		if err := rows.Scan(&ev.RunID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt); err != nil {
+			return nil, err
+		}
+		ev.Payload = json.RawMessage(payload)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
+}

@@ -115,8 +115,12 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 		}
 		return snap, nil
 	}
-	if err := tx.SelectContext(ctx, &snap.Events, `SELECT `+eventColumns+` FROM run_events
-        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq); err != nil {
+	rows, err := tx.QueryContext(ctx, `SELECT `+eventColumns+` FROM run_events
+        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq)
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot events: %w", err)
+	}
+	if snap.Events, err = scanEvents(rows, snap.Events); err != nil {
 		return nil, fmt.Errorf("store: snapshot events: %w", err)
 	}
 	for _, ev := range snap.Events {
