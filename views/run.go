@@ -81,9 +81,11 @@ func newRunView(snap *store.Snapshot, full bool, viewer Viewer, latest int) *Run
 			v.Timeline = append(v.Timeline, ev)
 		}
 	}
-	// Only what is shown is decoded.
+	// Only what is shown is decoded; a page's snapshot (SnapshotPage) did
+	// not even read the rest.
+	v.NarrationHidden = snap.NarrationLeftOut
 	if extra := len(narration) - latest; extra > 0 {
-		v.NarrationHidden, narration = extra, narration[extra:]
+		v.NarrationHidden, narration = v.NarrationHidden+extra, narration[extra:]
 	}
 	for _, ev := range narration {
 		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
