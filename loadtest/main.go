@@ -50,6 +50,7 @@ type options struct {
 	from     string
 	bare     bool
 	appender string
+	profile  string // a folder for CPU profiles of the opening
 
 	// approvals
 	approvals int
@@ -100,6 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds; storm: cuts of the serve (at most 9)")
 	fs.StringVar(&o.stream, "stream", "api", "watchers, storm: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
+	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
 	fs.StringVar(&o.appender, "appender", "async", "watchers: how events are appended, async (store.AppendNarration: batched, asynchronous commits, as narration is) or durable (store.Append: one commit each, flushed, as business events are)")
 	fs.IntVar(&o.approvals, "approvals", 20, "approvals: runs approved one after another, each watched by -watchers streams (at most 200)")
