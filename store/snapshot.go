@@ -45,10 +45,11 @@ func (s *Store) Snapshot(ctx context.Context, runID uuid.UUID) (*Snapshot, error
 
 // SnapshotPage is Snapshot with, of the narration, only the latest pieces
 // of the attempt the page shows (after Progress.RestartSeq), at most
-// narration of them; the others are counted in NarrationLeftOut. A run
+// narration of them (at least one); the others are counted in
+// NarrationLeftOut. A run
 // page so reads and renders what it shows, however long the run narrated.
 func (s *Store) SnapshotPage(ctx context.Context, runID uuid.UUID, narration int) (*Snapshot, error) {
-	return s.snapshot(ctx, runID, logPart{narration: max(narration, 0)})
+	return s.snapshot(ctx, runID, logPart{narration: max(narration, 1)})
 }
 
 // SnapshotHead is Snapshot without Events: the run's state as of
