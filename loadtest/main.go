@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/refundd/refundd/store"
 )
 
 // options are the flags, each bounded.
@@ -181,9 +183,9 @@ func (o *options) validate() error {
 			return fmt.Errorf("%s must be between %g and %g, got %g", b.name, b.min, b.max, b.val)
 		}
 	}
-	if o.url == "" && o.mode == "runs" && (o.workers+1)*o.pool+10 > 100 {
-		return fmt.Errorf("%d processes × -pool %d connections (+10 for the load test) exceed PostgreSQL's max_connections of 100: lower -pool or -workers",
-			o.workers+1, o.pool)
+	if o.url == "" && o.mode == "runs" && (o.workers+1)*(o.pool+store.DefaultStreamPoolSize+1)+10 > 100 {
+		return fmt.Errorf("%d processes × (-pool %d + %d stream pool + 1 listener) connections (+10 for the load test) exceed PostgreSQL's max_connections of 100: lower -pool or -workers",
+			o.workers+1, o.pool, store.DefaultStreamPoolSize)
 	}
 	if o.warmup >= o.duration && o.mode == "runs" {
 		return fmt.Errorf("-warmup (%s) must be shorter than -duration (%s)", o.warmup, o.duration)
