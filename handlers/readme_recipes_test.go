@@ -99,7 +99,7 @@ func TestReadme_RecipesShowTheirWords(t *testing.T) {
 			if !ok || len(rc.words) == 0 {
 				t.Fatalf("README's recipe %q: no steps for it here, or it quotes no words", rc.name)
 			}
-			putFaults(t, sim.URL, rc.faults)
+			putFaults(t, sim.URL, a.sim.Secret(), rc.faults)
 			r := &recipeRun{o: o, run: o.startAwaiting(t), want: rc.words}
 			step(r, t)
 			r.readUntilSaid(t)
@@ -107,12 +107,15 @@ func TestReadme_RecipesShowTheirWords(t *testing.T) {
 	}
 }
 
-func putFaults(t *testing.T, base, body string) {
+// putFaults sets the simulated provider's faults as README's curl does,
+// with the provider's secret.
+func putFaults(t *testing.T, base, secret, body string) {
 	t.Helper()
 	req, err := http.NewRequest(http.MethodPut, base+"/admin/faults", strings.NewReader(body))
 	if err != nil {
 		t.Fatal(err)
 	}
+	req.Header.Set("Authorization", "Bearer "+secret)
 	res, err := http.DefaultClient.Do(req)
 	if err != nil {
 		t.Fatal(err)
