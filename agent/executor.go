@@ -293,7 +293,7 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 		}
 	}()
 	if run.CancelRequested() {
-		return 0, false, e.cancel(ctx, run)
+		return e.cancel(ctx, log, run)
 	}
 	switch run.State {
 	case store.StateCreated:
@@ -411,13 +411,10 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	case errors.Is(err, payments.ErrNotFound):
 		// Only now may it be submitted again, with the same key.
 		return e.submit(ctx, log, run, op)
+	case ctx.Err() != nil:
+		return 0, false, ctx.Err()
 	default:
-		log.Warn("reconcile: provider lookup failed", "op", op.ID, "err", err)
-		n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
-		if nerr != nil {
-			return 0, false, nerr
-		}
-		return e.backoff(n), true, nil
+		return e.lookupFailed(ctx, log, "reconcile", op, err)
 	}
 }
 
@@ -500,14 +497,16 @@ func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.
 // cancel honours a cancel request at a safe boundary. Before it is too late
 // (store.CancelTooLate), the run ends canceled. After, the provider may have
 // the refund: reconcile first, then end completed with cancel.too_late, or
-// canceled if the provider confirms nothing happened.
-func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
+// canceled if the provider confirms nothing happened. A lookup the provider
+// does not answer is retried like any reconcile: backing off, with one
+// warning per try.
+func (e *Executor) cancel(ctx context.Context, log *slog.Logger, run *store.Run) (time.Duration, bool, error) {
 	ops, err := e.store.OperationsByRun(ctx, run.ID)
 	if err != nil {
-		return err
+		return 0, false, err
 	}
 	if !store.CancelTooLate(ops) {
-		return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
+		return 0, true, e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
 	}
 	op := &ops[0]
 	if op.State == store.OpSubmitted || op.State == store.OpReconciling {
@@ -515,25 +514,40 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
 		switch {
 		case err == nil:
 			if err := e.record(ctx, op, rc); err != nil {
-				return err
+				return 0, false, err
 			}
 		case errors.Is(err, payments.ErrNotFound):
 			if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed,
 				Reason: "canceled before the payment provider received it"}); ignoreDone(err) != nil {
-				return err
+				return 0, false, err
 			}
+		case ctx.Err() != nil:
+			return 0, false, ctx.Err()
 		default:
-			return fmt.Errorf("agent: reconcile before cancel: %w", err)
+			return e.lookupFailed(ctx, log, "reconcile before cancel", op, err)
 		}
 		if ops, err = e.store.OperationsByRun(ctx, run.ID); err != nil {
-			return err
+			return 0, false, err
 		}
 		op = &ops[0]
 	}
 	if op.State == store.OpSucceeded {
-		return e.finishRefunded(ctx, run, op)
+		return 0, true, e.finishRefunded(ctx, run, op)
 	}
-	return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
+	return 0, true, e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
+}
+
+// lookupFailed counts a reconcile lookup the provider did not answer and
+// says when to ask again: one warning per backoff step, never an error,
+// since an unanswered lookup is what reconciling exists to ride out.
+func (e *Executor) lookupFailed(ctx context.Context, log *slog.Logger, what string, op *store.Operation, err error) (time.Duration, bool, error) {
+	n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+	if nerr != nil {
+		return 0, false, nerr
+	}
+	wait := e.backoff(n)
+	log.Warn(what+": provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
+	return wait, true, nil
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so

@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -137,4 +138,113 @@ func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
 		t.Errorf("provider ledger = %d refunds, want 1", got)
 	}
 	e.verify()
+}
+
+// lookupTimes is a Provider that records when each lookup was made.
+type lookupTimes struct {
+	payments.Provider
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (c *lookupTimes) Lookup(ctx context.Context, key string) (payments.Receipt, error) {
+	c.mu.Lock()
+	c.calls = append(c.calls, time.Now())
+	c.mu.Unlock()
+	return c.Provider.Lookup(ctx, key)
+}
+
+// since is the lookups made at or after t.
+func (c *lookupTimes) since(t time.Time) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Time
+	for _, at := range c.calls {
+		if !at.Before(t) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// records keeps the log records an executor writes.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler      { return r }
+func (r *records) WithGroup(string) slog.Handler           { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+
+// count is how many records at level say what.
+func (r *records) count(level slog.Level, what string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level == level && strings.Contains(rec.Message, what) {
+			n++
+		}
+	}
+	return n
+}
+
+// The reproduction: a cancel arrives while the refund's outcome is
+// unknown, and the provider does not answer lookups. The worker used to
+// log an ERROR every second and ask again at once; it backs off now, with
+// one warning per try and no error.
+func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Latency: 10 * time.Second})
+	const base = 100 * time.Millisecond
+	lookups := &lookupTimes{Provider: e.client}
+	logs := &records{}
+	x := agent.New(agent.Config{Concurrency: 2, Poll: 20 * time.Millisecond, ApprovalThreshold: 1 << 40,
+		ProviderTimeout: 200 * time.Millisecond, RetryBase: base, RetryMax: 800 * time.Millisecond},
+		e.s, lookups, nil, nil, slog.New(logs))
+	x.Start(context.Background())
+	t.Cleanup(x.Stop)
+	run := e.start(300)
+	e.waitState(run.ID, store.StateReconciling)
+	if err := e.sim.SetFaults(payments.Faults{Latency: 10 * time.Second, LookupError5xxNext: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	canceled := time.Now()
+	if _, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the window whose lookups are counted
+	calls := lookups.since(canceled)
+	// Waits double from base to 800 ms, each drawn from its upper half:
+	// about six lookups in three seconds; without backoff, dozens.
+	if len(calls) < 2 || len(calls) > 10 {
+		t.Errorf("%d lookups in 3 s after the cancel, want 2..10 (backing off)", len(calls))
+	}
+	for i := 1; i < len(calls); i++ {
+		if gap := calls[i].Sub(calls[i-1]); gap < base/2 {
+			t.Errorf("lookup %d came %v after the one before, want at least %v", i+1, gap, base/2)
+		}
+	}
+	if n := logs.count(slog.LevelError, ""); n != 0 {
+		t.Errorf("%d ERROR records, want none for a lookup the provider did not answer", n)
+	}
+	failed := e.sim.Faults().LookupError5xxNext
+	if warns, tries := logs.count(slog.LevelWarn, "provider lookup failed"), 1000-failed; warns < tries-1 || warns > tries {
+		t.Errorf("%d warnings for %d unanswered lookups, want one each", warns, tries)
+	}
+	// The provider answers again: it never had the refund.
+	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCanceled)
+	if got := len(e.ledger()); got != 0 {
+		t.Errorf("provider ledger = %d refunds, want 0", got)
+	}
 }
