@@ -163,8 +163,9 @@ func TestSupportRun_Page(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc := a.get(t, c, "/support/runs/"+run.ID.String()).doc(t)
-		if got := doc.Find("#coverage-pruned").Text(); !strings.Contains(got, "Narration up to seq 3 was pruned") {
-			t.Errorf("coverage = %q, want the pruned boundary", got)
+		if got := strings.Join(strings.Fields(doc.Find("#coverage-pruned").Text()), " "); !strings.Contains(got, "removed narration up to seq 3") ||
+			!strings.Contains(got, "no longer kept") || !strings.Contains(got, "whole from seq 4") {
+			t.Errorf("coverage = %q, want the pruned boundary and where the history is whole", got)
 		}
 		if n := doc.Find(`#support-timeline tr[data-class="presentation"]`).Length(); n != 0 {
 			t.Errorf("%d narration rows after pruning", n)

@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 	"github.com/jmoiron/sqlx"
 )
 
@@ -48,7 +49,12 @@ type Run struct {
 	ClientRequestID   string       `db:"client_request_id" json:"-"`
 	State             string       `db:"state" json:"state"`
 	LastSeq           int64        `db:"last_seq" json:"last_seq"`
-	ReplayFloor       int64        `db:"replay_floor" json:"replay_floor"`
+	// ReplayFloor is the highest seq retention removed: the log is whole
+	// after it. Only retention raises it.
+	ReplayFloor int64 `db:"replay_floor" json:"replay_floor"`
+	// SeqGaps are where the seqs skipped after a PostgreSQL restart begin
+	// (SkippedSeqs): no event ever had them, so they are not a loss.
+	SeqGaps           pq.Int64Array `db:"seq_gaps" json:"-"`
 	CancelRequestedAt sql.NullTime `db:"cancel_requested_at" json:"-"`
 	CreatedAt         time.Time    `db:"created_at" json:"created_at"`
 	UpdatedAt         time.Time    `db:"updated_at" json:"updated_at"`
@@ -59,7 +65,7 @@ type Run struct {
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
 const runColumns = `id, owner_id, order_id, amount, currency, reason, client_request_id, state,
-    last_seq, replay_floor, cancel_requested_at, created_at, updated_at, finished_at`
+    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at`
 
 // Limits on what a start request may carry.
 const (

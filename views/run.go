@@ -65,8 +65,8 @@ func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
 			v.Timeline = append(v.Timeline, ev)
 		}
 	}
-	// Narration was pruned if the floor lies past some narration we do not
-	// have; a floor reached by business events alone hides nothing.
+	// Only retention raises the floor; a restart's skipped seqs are no
+	// loss and leave it be.
 	v.NarrationTrimmed = snap.ReplayFloor > 0
 	return v
 }
