@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -196,7 +197,7 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	case a == nil && Terminal(r.State):
 		return Decision{Outcome: DecisionRunFinished}
 	case a == nil:
-		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeConflict, "this run is not waiting for an approval")}
+		return Decision{Outcome: DecisionNotAllowed, Why: NotAwaitingApproval(r)}
 	case a.Decision.Valid:
 		return Decision{Outcome: DecisionAlreadyMade}
 	case r.OwnerID == approverID:
@@ -204,9 +205,16 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	case Terminal(r.State):
 		return Decision{Outcome: DecisionRunFinished}
 	case r.CancelRequested():
-		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeConflict, "the run is being canceled")}
+		return Decision{Outcome: DecisionNotAllowed, Why: &Error{Code: CodeConflict, Message: "the run is being canceled", State: r.State}}
 	}
 	return Decision{Outcome: DecisionAccepted}
+}
+
+// NotAwaitingApproval is the conflict of a decision on a run that does not
+// wait for one (yet, or any more), with the state it is in.
+func NotAwaitingApproval(r *Run) *Error {
+	return &Error{Code: CodeConflict, State: r.State,
+		Message: "this run is not waiting for an approval (it is "+strings.ReplaceAll(r.State, "_", " ")+")"}
 }
 
 // CancelTooLate is the one rule for how late a cancel may come: once an
