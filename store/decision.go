@@ -214,7 +214,7 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 // wait for one (yet, or any more), with the state it is in.
 func NotAwaitingApproval(r *Run) *Error {
 	return &Error{Code: CodeConflict, State: r.State,
-		Message: "this run is not waiting for an approval (it is "+strings.ReplaceAll(r.State, "_", " ")+")"}
+		Message: "this run is not waiting for an approval (it is " + strings.ReplaceAll(r.State, "_", " ") + ")"}
 }
 
 // CancelTooLate is the one rule for how late a cancel may come: once an
