@@ -420,10 +420,10 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 
 // submit calls the provider for op and records what is known afterwards.
 func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run, op *store.Operation) (time.Duration, bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
-	rc, err := e.provider.Refund(cctx, payments.RefundRequest{Key: op.ID.String(),
-		OrderRef: fmt.Sprint(run.OrderID), Amount: op.Amount, Currency: op.Currency})
-	cancel()
+	rc, err := e.call(ctx, op, store.CallSubmit, func(ctx context.Context) (payments.Receipt, error) {
+		return e.provider.Refund(ctx, payments.RefundRequest{Key: op.ID.String(),
+			OrderRef: fmt.Sprint(run.OrderID), Amount: op.Amount, Currency: op.Currency})
+	})
 	switch {
 	case err == nil:
 		return 0, false, e.record(ctx, op, rc)
@@ -468,9 +468,9 @@ func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run
 }
 
 func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
-	defer cancel()
-	rc, err := e.provider.Lookup(cctx, op.ID.String())
+	rc, err := e.call(ctx, op, store.CallLookup, func(ctx context.Context) (payments.Receipt, error) {
+		return e.provider.Lookup(ctx, op.ID.String())
+	})
 	outcome := "error"
 	switch {
 	case err == nil && rc.Status == payments.StatusSucceeded:
@@ -482,6 +482,44 @@ func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Re
 	}
 	metrics.Reconciliations.WithLabelValues(outcome).Inc()
 	return rc, err
+}
+
+// call makes one provider call about op, bounded by ProviderTimeout, and
+// records it for support: a row before the call (a worker that dies
+// mid-call leaves a call with no answer), its answer and duration after.
+// If the call cannot be recorded it is not made.
+func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, do func(context.Context) (payments.Receipt, error)) (payments.Receipt, error) {
+	id, err := e.store.BeginProviderCall(ctx, op.ID, kind)
+	if err != nil {
+		return payments.Receipt{}, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
+	cctx, answer := payments.WithAnswer(cctx)
+	start := time.Now()
+	rc, cerr := do(cctx)
+	took := time.Since(start)
+	cancel()
+	status, result := answer.Status, callResult(rc, cerr)
+	// Recorded even when stopping: the call was made.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := e.store.EndProviderCall(rctx, id, status, took, result); err != nil {
+		e.logger.Warn("record provider call", "op", op.ID, "err", err)
+	}
+	return rc, cerr
+}
+
+// callResult is what a provider call's answer meant, in words.
+func callResult(rc payments.Receipt, err error) string {
+	switch {
+	case err == nil && rc.Status == payments.StatusSucceeded:
+		return "refunded (reference " + rc.Ref + ")"
+	case err == nil:
+		return "declined: " + cmp.Or(rc.FailureReason, "no reason given")
+	case errors.Is(err, payments.ErrNotFound):
+		return "the provider has no such refund"
+	}
+	return err.Error()
 }
 
 // record commits the provider's receipt for op.

@@ -16,10 +16,13 @@ import (
 // CoveringSeq, the run's last_seq at that read. A live stream that goes on
 // strictly after CoveringSeq neither misses nor repeats anything.
 type Snapshot struct {
-	Run          *Run
-	CoveringSeq  int64
-	ReplayFloor  int64
-	Operations   []Operation
+	Run         *Run
+	CoveringSeq int64
+	ReplayFloor int64
+	Operations  []Operation
+	// Calls are every call made to the provider about the operations,
+	// oldest first; read with Events only.
+	Calls        []ProviderCall
 	Approval     *Approval     // nil until approval is requested
 	FinalMessage *FinalMessage // nil until the run finishes
 	// Events are the stored events with seq <= CoveringSeq: all business
@@ -118,6 +121,9 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 	if err := tx.SelectContext(ctx, &snap.Events, `SELECT `+eventColumns+` FROM run_events
         WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq); err != nil {
 		return nil, fmt.Errorf("store: snapshot events: %w", err)
+	}
+	if snap.Calls, err = providerCallsByRun(ctx, tx, runID); err != nil {
+		return nil, err
 	}
 	for _, ev := range snap.Events {
 		if slices.Contains(markTypes, ev.Type) {
