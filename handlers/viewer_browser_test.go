@@ -1,0 +1,95 @@
+package handlers_test
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/chromedp/cdproto/cdp"
+	"github.com/chromedp/cdproto/emulation"
+	"github.com/chromedp/chromedp"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
+)
+
+// shownTime is a <time> as the browser shows it.
+type shownTime struct {
+	ISO  string `json:"iso"`
+	Text string `json:"text"`
+}
+
+// TestBrowser_TimesInTheViewersZone: support in Paris reads every time of a
+// run's page in Paris time, with the zone named, at the precision the page
+// chose; the datetime attribute keeps the instant.
+func TestBrowser_TimesInTheViewersZone(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.supportRun(t)
+	ctx := browsertest.New(t)
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetTimezoneOverride, emulation.SetTimezoneOverrideParams{TimezoneID: "Europe/Paris"})
+		return err
+	}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := browsertest.Login(ctx, a.srv.URL, "support@example.com", devdb.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/support/runs/"+run.ID.String()),
+		chromedp.WaitVisible(chromedp.CSS("#support-timeline time[data-local]"))); err != nil {
+		t.Fatal(err)
+	}
+	times, err := chromedp.Run(ctx, chromedp.Evaluate[[]shownTime](
+		`[...document.querySelectorAll('time[datetime]')].map(e => ({iso: e.getAttribute('datetime'), text: e.textContent}))`))
+	if err != nil || len(times) == 0 {
+		t.Fatalf("times = %v, %v", times, err)
+	}
+	paris, err := time.LoadLocation("Europe/Paris")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, tm := range times {
+		at, err := time.Parse(time.RFC3339Nano, tm.ISO)
+		if err != nil {
+			t.Fatalf("datetime %q: %v", tm.ISO, err)
+		}
+		// The instant as Paris reads it, to the millisecond support sees.
+		want := at.In(paris).Format("15:04:05.000")
+		_, offset := at.In(paris).Zone()
+		zone := fmt.Sprintf("GMT+%d", offset/3600) // Chromium's short name for Paris time
+		if !strings.Contains(tm.Text, want) || !strings.Contains(tm.Text, zone) || strings.Contains(tm.Text, "UTC") {
+			t.Errorf("<time datetime=%q> reads %q, want Paris time %s and the zone %s", tm.ISO, tm.Text, want, zone)
+		}
+	}
+}
+
+// TestBrowser_RunIDsDoNotWrap: at 1280 px, support's search shows each run
+// ID on one line.
+func TestBrowser_RunIDsDoNotWrap(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	a.showcase(t)
+	ctx := browsertest.New(t)
+	if err := browsertest.Login(ctx, a.srv.URL, "support@example.com", devdb.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(a.srv.URL+"/support/runs"),
+		chromedp.WaitVisible(chromedp.CSS("#support-runs tbody tr"))); err != nil {
+		t.Fatal(err)
+	}
+	lines, err := chromedp.Run(ctx, chromedp.Evaluate[[]int](
+		`[...document.querySelectorAll('#support-runs td[data-label="Run"] code')].map(c => new Set([...c.getClientRects()].map(r => Math.round(r.top))).size)`))
+	if err != nil || len(lines) == 0 {
+		t.Fatalf("run IDs = %v, %v", lines, err)
+	}
+	for i, n := range lines {
+		if n != 1 {
+			t.Errorf("run ID %d spans %d lines at 1280 px, want 1", i+1, n)
+		}
+	}
+}
