@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -14,6 +15,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/internal/testkit"
 )
 
 // shownTime is a <time> as the browser shows it.
@@ -91,5 +93,43 @@ func TestBrowser_RunIDsDoNotWrap(t *testing.T) {
 		if n != 1 {
 			t.Errorf("run ID %d spans %d lines at 1280 px, want 1", i+1, n)
 		}
+	}
+}
+
+// TestBrowser_AdminConfirmsDestructiveActions: with JavaScript off, an
+// admin's first click on "Disable…" or "Revoke…" changes nothing; only the
+// confirm button inside acts.
+func TestBrowser_AdminConfirmsDestructiveActions(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	cam := a.user(t, "customer2@example.com")
+	ctx := browsertest.New(t)
+	if err := browsertest.Login(ctx, a.srv.URL, "admin@example.com", devdb.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	err := chromedp.Do(ctx, chromedp.Func(func(ctx context.Context, tg *chromedp.Target) error {
+		_, err := cdp.Call(ctx, tg, emulation.SetScriptExecutionDisabled, emulation.SetScriptExecutionDisabledParams{Value: true})
+		return err
+	}), chromedp.Navigate(a.srv.URL+"/admin/users"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, step := range []struct {
+		what, id string
+		disabled func() bool
+	}{
+		{"revoke the grant", "#user-" + strconv.FormatInt(cam.ID, 10) + "-revoke-refund_access", func() bool { return !a.user(t, cam.Email).Has("refund_access") }},
+		{"disable the account", "#user-" + strconv.FormatInt(cam.ID, 10) + "-disable", func() bool { return a.user(t, cam.Email).Disabled() }},
+	} {
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(step.id+" summary"))); err != nil {
+			t.Fatalf("%s: open: %v", step.what, err)
+		}
+		if step.disabled() {
+			t.Fatalf("%s: done on the first click", step.what)
+		}
+		if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS(step.id+` button[type="submit"]`))); err != nil {
+			t.Fatalf("%s: confirm: %v", step.what, err)
+		}
+		testkit.WaitUntil(t, step.what, 30*time.Second, step.disabled)
 	}
 }
