@@ -16,6 +16,9 @@ import (
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
+	"github.com/refundd/refundd/payments"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // shownTime is a <time> as the browser shows it.
@@ -131,5 +134,60 @@ func TestBrowser_AdminConfirmsDestructiveActions(t *testing.T) {
 			t.Fatalf("%s: confirm: %v", step.what, err)
 		}
 		testkit.WaitUntil(t, step.what, 30*time.Second, step.disabled)
+	}
+}
+
+// heard is what the run page's live regions said, in order.
+type heard struct {
+	Said []string `json:"said"`
+	At   []int64  `json:"at"` // ms since the recorder started
+}
+
+// TestBrowser_RunPageAnnouncesChanges: a screen reader watching a run hears
+// each new status at once, and the narration in a few throttled pieces,
+// not word by word; the connection indicator is a live region of its own.
+func TestBrowser_RunPageAnnouncesChanges(t *testing.T) {
+	t.Parallel()
+	g := newGatedNarrator(20, 0)
+	b := newBrowserApp(t, g, payments.Faults{})
+	run := b.startRun(t)
+	b.open(t, run.ID)
+	if _, err := chromedp.Run(b.ctx, chromedp.Evaluate[bool](`(() => {
+		const el = document.querySelector('#run-announcer'), t0 = performance.now();
+		window.__heard = {said: [], at: []};
+		new MutationObserver(() => { __heard.said.push(el.textContent); __heard.at.push(Math.round(performance.now() - t0)); })
+			.observe(el, {childList: true, characterData: true, subtree: true});
+		return document.querySelector('#stream-indicator').getAttribute('aria-live') === 'polite' &&
+			el.getAttribute('aria-live') === 'polite';
+	})()`)); err != nil {
+		t.Fatal(err)
+	}
+	b.waitLive(t)
+	g.open()
+	b.approve(t, run.ID)
+	b.waitState(t, run.ID, store.StateCompleted)
+	b.waitPage(t, "the narration read out", `__heard.said.some(s => s.includes('word01'))`)
+	h, err := chromedp.Run(b.ctx, chromedp.Evaluate[heard](`window.__heard`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var statuses, narrations []int64
+	for i, s := range h.Said {
+		if strings.HasPrefix(s, "Status: ") {
+			statuses = append(statuses, h.At[i])
+		} else {
+			narrations = append(narrations, h.At[i])
+		}
+	}
+	if len(statuses) < 2 {
+		t.Errorf("status announcements %v, want one per change (awaiting approval, …, completed)", h.Said)
+	}
+	for i := 1; i < len(narrations); i++ {
+		if gap := narrations[i] - narrations[i-1]; gap < views.NarrationAnnounceEvery-500 {
+			t.Errorf("narration read out %d ms after the last time, want at most every %d ms: %v", gap, views.NarrationAnnounceEvery, h.Said)
+		}
+	}
+	if p := b.page(t); len(narrations) == 0 || len(narrations) >= p.NarrSpans {
+		t.Errorf("%d narration announcements for %d pieces, want a few", len(narrations), p.NarrSpans)
 	}
 }

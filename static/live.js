@@ -75,6 +75,51 @@
     }
   });
 
+  // A screen reader hears, through #run-announcer: the status when it
+  // changes, at once, and the narration added since it last heard, at most
+  // once every data-throttle-ms. The connection speaks through the
+  // indicator's own live region.
+  var heard = { state: null, narrated: null, timer: null };
+
+  function runState() {
+    var el = document.getElementById('run-state');
+    return el ? el.textContent.trim() : '';
+  }
+
+  function narrationText() {
+    var el = document.getElementById('narration');
+    return el ? el.textContent : '';
+  }
+
+  function say(text) {
+    var el = document.getElementById('run-announcer');
+    if (el && text) el.textContent = text;
+  }
+
+  function announce() {
+    if (!document.getElementById('run-announcer')) return;
+    if (heard.state === null) { heard.state = runState(); heard.narrated = narrationText(); }
+    var state = runState();
+    if (state && state !== heard.state) {
+      heard.state = state;
+      say('Status: ' + state);
+    }
+    if (heard.timer) return;
+    var every = parseInt(document.getElementById('run-announcer').getAttribute('data-throttle-ms'), 10) || 8000;
+    heard.timer = setTimeout(function () {
+      heard.timer = null;
+      var now = narrationText();
+      // A restarted step or a reset starts the narration again.
+      var added = now.indexOf(heard.narrated) === 0 ? now.slice(heard.narrated.length) : now;
+      heard.narrated = now;
+      added = added.trim();
+      if (added) say(added.length > 400 ? '…' + added.slice(-400) : added);
+    }, every);
+  }
+
+  document.addEventListener('DOMContentLoaded', announce);
+  document.addEventListener('htmx:sseMessage', announce);
+
   document.addEventListener('htmx:sseOpen', function (e) { if (rootOf(e)) indicate('live', 'Live'); });
   document.addEventListener('htmx:sseError', function (e) { if (rootOf(e)) indicate('reconnecting', 'Reconnecting…'); });
   document.addEventListener('htmx:sseClose', function (e) {

@@ -337,6 +337,11 @@ func EventText(ev store.Event) string {
 func NarrationID(seq int64) string { return "n-" + strconv.FormatInt(seq, 10) }
 func EventID(seq int64) string     { return "ev-" + strconv.FormatInt(seq, 10) }
 
+// NarrationAnnounceEvery is, in milliseconds, how often at most the run
+// page reads new narration to a screen reader: each word as it arrives
+// would drown everything else.
+const NarrationAnnounceEvery = 8000
+
 // StreamURL is where the page's stream resumes: strictly after seq.
 func StreamURL(runID uuid.UUID, after int64) string {
 	return "/runs/" + runID.String() + "/events?after=" + strconv.FormatInt(after, 10)
