@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 )
 
 // Approval is the request for a person's decision on a run's proposed
@@ -282,6 +283,23 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 	}
 	d.Run = run
 	return d, nil
+}
+
+// LastDecisions reads the latest decision made about each of runIDs (its
+// approval.granted or cancel.requested event), for a page that must say
+// who decided a run it showed. A run with none is not in the map.
+func (s *Store) LastDecisions(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]Event, error) {
+	var evs []Event
+	if err := s.db.SelectContext(ctx, &evs, `SELECT DISTINCT ON (run_id) `+eventColumns+` FROM run_events
+        WHERE run_id = ANY($1) AND type IN ('`+EventApprovalGranted+`', '`+EventCancelRequested+`')
+        ORDER BY run_id, seq DESC`, pq.Array(runIDs)); err != nil {
+		return nil, fmt.Errorf("store: last decisions: %w", err)
+	}
+	out := make(map[uuid.UUID]Event, len(evs))
+	for _, ev := range evs {
+		out[ev.RunID] = ev
+	}
+	return out, nil
 }
 
 // auditDecision is a decision's audit detail: who, under key, and the
