@@ -113,12 +113,20 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 		allowHosts(h.cfg.AllowedHosts),
 		h.recordActor,
 		crossOriginProtection(),
-		middleware.BodyLimit("1M"),
+		// Reads of the API and pages carry no body: the limit's wrapper
+		// is skipped there, and every stream open is one.
+		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "1M", Skipper: withoutBody}),
 	)
 	for _, r := range h.routes() {
 		e.Add(r.method, r.path, r.handler, r.middleware...)
 	}
 	return e, nil
+}
+
+// withoutBody: a GET or HEAD request, whose body no handler reads.
+func withoutBody(c echo.Context) bool {
+	m := c.Request().Method
+	return m == http.MethodGet || m == http.MethodHead
 }
 
 type route struct {

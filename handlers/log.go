@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -32,6 +33,12 @@ func (h *Handler) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			level = slog.LevelError
 		case req.URL.Path == "/healthz" || req.URL.Path == "/readyz" || len(req.URL.Path) > 8 && req.URL.Path[:8] == "/static/":
 			// Probes and assets would drown the log.
+			level = slog.LevelDebug
+		case res.Status == 200 && strings.HasPrefix(res.Header().Get(echo.HeaderContentType), "text/event-stream"):
+			// A stream that opened: a restart's reconnecting clients
+			// open thousands at once, and this line is written when the
+			// stream is handed over, not when it ends. The engine logs
+			// streams that end abnormally; /metrics counts the open ones.
 			level = slog.LevelDebug
 		}
 		h.log.Log(req.Context(), level, "http", attrs...)

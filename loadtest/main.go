@@ -49,6 +49,7 @@ type options struct {
 	stream   string
 	from     string
 	bare     bool
+	profile  string // a folder for CPU profiles of the opening
 
 	// storm
 	signal string
@@ -96,6 +97,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds; storm: cuts of the serve (at most 9)")
 	fs.StringVar(&o.stream, "stream", "api", "watchers, storm: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
+	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
 	fs.BoolVar(&o.healthAddr, "health-addr", true, "storm: give serve a HEALTH_ADDR and probe /healthz there, as README's deployment does (false: on ADDR)")
 	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")

@@ -8,6 +8,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"path/filepath"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -75,12 +76,16 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	profiled := w.profileOpening(ctx)
 	began := time.Now()
 	states, err := w.open(sctx, c, &readers, after)
 	if err != nil {
 		return nil, err
 	}
 	out["open_s"] = time.Since(began).Seconds()
+	if err := profiled(); err != nil {
+		return nil, err
+	}
 	if !sleep(ctx, 2*time.Second) { // let replays and first reads settle
 		return nil, ctx.Err()
 	}
@@ -112,6 +117,28 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 		}
 	}
 	return out, nil
+}
+
+// profileOpening starts, with -profile, a CPU profile of refundd over the
+// opening (an estimate of its length: 1 s per 1,000 streams, at least 2 s)
+// and returns what waits for it, writes it to the folder, and then writes
+// the process's allocations so far beside it (allocs-N.pprof).
+func (w *watchRound) profileOpening(ctx context.Context) func() error {
+	if w.o.profile == "" || w.t.name == "bare" {
+		return func() error { return nil }
+	}
+	secs := max(2, w.o.watchers/1000)
+	done := make(chan error, 1)
+	go func() {
+		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", w.t.base, secs)
+		done <- fetchTo(ctx, url, filepath.Join(w.o.profile, fmt.Sprintf("open-%d.pprof", w.kBase)))
+	}()
+	return func() error {
+		if err := <-done; err != nil {
+			return err
+		}
+		return fetchTo(ctx, w.t.base+"/debug/pprof/allocs", filepath.Join(w.o.profile, fmt.Sprintf("allocs-%d.pprof", w.kBase)))
+	}
 }
 
 // open opens every watcher's stream, openConcurrency at a time, and starts
