@@ -107,6 +107,10 @@ func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narra
 		logger: logger.With("worker", cfg.WorkerID), kick: make(chan struct{}, 1)}
 }
 
+// errNotCalled marks a provider call that was never made (it could not be
+// recorded first): it is a step that failed, not an answer to reconcile.
+var errNotCalled = errors.New("agent: provider not called")
+
 // errStopped is the cause given to work interrupted by Stop.
 var errStopped = errors.New("agent: executor stopped")
 
@@ -382,16 +386,21 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		}
 		return e.submit(ctx, log, run, op)
 	}
-	// The provider refused the latest call, and none has begun since: it
-	// committed nothing and nothing is in flight, so nothing needs
-	// verifying. Call again with the same key once the retry is on record.
-	if op.LastCallRefused {
+	// Nothing about the operation can have reached the provider unseen, so
+	// nothing needs verifying: call (again) with the same key, once a retry
+	// of a refused call is on record.
+	if idle, err := e.nothingInFlight(ctx, op); err != nil || idle {
+		if err != nil {
+			return 0, false, err
+		}
 		// Nothing is in flight, so this is a safe boundary for a cancel too.
 		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
 			return 0, false, err
 		}
-		if err := e.store.BeginRetry(ctx, op.ID); err != nil {
-			return 0, false, err
+		if op.LastCallRefused {
+			if err := e.store.BeginRetry(ctx, op.ID); err != nil {
+				return 0, false, err
+			}
 		}
 		return e.submit(ctx, log, run, op)
 	}
@@ -411,11 +420,26 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	case errors.Is(err, payments.ErrNotFound):
 		// Only now may it be submitted again, with the same key.
 		return e.submit(ctx, log, run, op)
-	case ctx.Err() != nil:
-		return 0, false, ctx.Err()
+	case ctx.Err() != nil, errors.Is(err, errNotCalled):
+		return 0, false, err
 	default:
 		return e.lookupFailed(ctx, log, "reconcile", op, err)
 	}
+}
+
+// nothingInFlight says whether no call about op can be in flight or have
+// committed unseen: the provider refused the latest one and none has begun
+// since, or none was ever begun (each call is recorded before it is made,
+// so a step that failed before its call leaves none).
+func (e *Executor) nothingInFlight(ctx context.Context, op *store.Operation) (bool, error) {
+	if op.LastCallRefused {
+		return true, nil
+	}
+	if op.State != store.OpSubmitted {
+		return false, nil
+	}
+	n, err := e.store.ProviderCallsBegun(ctx, op.ID)
+	return n == 0, err
 }
 
 // submit calls the provider for op and records what is known afterwards.
@@ -430,6 +454,8 @@ func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run,
 	case ctx.Err() != nil:
 		// We are stopping or lost the lease: whoever goes on reconciles.
 		return 0, false, ctx.Err()
+	case errors.Is(err, errNotCalled):
+		return 0, false, err
 	case payments.Uncertain(err):
 		_, rerr := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
 			Reason: "no answer from the payment provider: " + err.Error()})
@@ -487,11 +513,12 @@ func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Re
 // call makes one provider call about op, bounded by ProviderTimeout, and
 // records it for support: a row before the call (a worker that dies
 // mid-call leaves a call with no answer), its answer and duration after.
-// If the call cannot be recorded it is not made.
+// If the call cannot be recorded it is not made: the error is errNotCalled,
+// which says nothing about the provider.
 func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, do func(context.Context) (payments.Receipt, error)) (payments.Receipt, error) {
 	id, err := e.store.BeginProviderCall(ctx, op.ID, kind)
 	if err != nil {
-		return payments.Receipt{}, err
+		return payments.Receipt{}, fmt.Errorf("%w: %w", errNotCalled, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
 	cctx, answer := payments.WithAnswer(cctx)
@@ -559,8 +586,8 @@ func (e *Executor) cancel(ctx context.Context, log *slog.Logger, run *store.Run)
 				Reason: "canceled before the payment provider received it"}); ignoreDone(err) != nil {
 				return 0, false, err
 			}
-		case ctx.Err() != nil:
-			return 0, false, ctx.Err()
+		case ctx.Err() != nil, errors.Is(err, errNotCalled):
+			return 0, false, err
 		default:
 			return e.lookupFailed(ctx, log, "reconcile before cancel", op, err)
 		}

@@ -248,3 +248,40 @@ func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
 		t.Errorf("provider ledger = %d refunds, want 0", got)
 	}
 }
+
+// A provider call that cannot be recorded first is not made: the run
+// neither reaches the provider nor says it is verifying a result, and goes
+// on once calls can be recorded again.
+func TestExecutor_UnrecordableCallIsNotMade(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	for _, q := range []string{
+		`CREATE FUNCTION refuse_call() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no calls today'; END $$`,
+		`CREATE TRIGGER refuse_call BEFORE INSERT ON provider_calls FOR EACH ROW EXECUTE FUNCTION refuse_call()`,
+	} {
+		if _, err := e.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40}, nil)
+	run := e.start(100)
+	e.waitState(run.ID, store.StateSubmitting)
+	testkit.WaitUntil(t, "a few tries", 20*time.Second, func() bool {
+		var n int
+		return e.db.Get(&n, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'step.attempt' AND payload->>'step' = 'submitting'`, run.ID) == nil && n >= 1
+	})
+	time.Sleep(500 * time.Millisecond) // retries of the refused step
+	if got := len(e.ledger()); got != 0 {
+		t.Fatalf("provider ledger = %d refunds while no call could be recorded, want 0", got)
+	}
+	if types := strings.Join(e.types(run.ID), ","); strings.Contains(types, store.EventOperationReconciling) {
+		t.Fatalf("business events %s: a call never made is being verified", types)
+	}
+	if _, err := e.db.Exec(`DROP TRIGGER refuse_call ON provider_calls`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+}

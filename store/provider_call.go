@@ -58,6 +58,16 @@ func (s *Store) EndProviderCall(ctx context.Context, id int64, status int, took 
 	return nil
 }
 
+// ProviderCallsBegun counts the calls about the operation that were ever
+// begun, answered or not.
+func (s *Store) ProviderCallsBegun(ctx context.Context, opID uuid.UUID) (int, error) {
+	var n int
+	if err := s.db.GetContext(ctx, &n, `SELECT count(*) FROM provider_calls WHERE operation_id = $1`, opID); err != nil {
+		return 0, fmt.Errorf("store: provider calls begun: %w", err)
+	}
+	return n, nil
+}
+
 func providerCallsByRun(ctx context.Context, q sqlx.QueryerContext, runID uuid.UUID) ([]ProviderCall, error) {
 	calls := []ProviderCall{}
 	if err := sqlx.SelectContext(ctx, q, &calls, `SELECT `+providerCallColumns+` FROM provider_calls
