@@ -197,9 +197,9 @@ func (r *records) count(level slog.Level, what string) int {
 }
 
 // The reproduction: a cancel arrives while the refund's outcome is
-// unknown, and the provider does not answer lookups. The worker used to
-// log an ERROR every second and ask again at once; it backs off now, with
-// one warning per try and no error.
+// unknown (too late to stop it), and the provider does not answer
+// lookups. The worker used to log an ERROR every second and ask again at
+// once; it backs off, with one warning per try and no error.
 func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{Latency: 10 * time.Second})
@@ -227,9 +227,11 @@ func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
 	if len(calls) < 2 || len(calls) > 10 {
 		t.Errorf("%d lookups in 3 s after the cancel, want 2..10 (backing off)", len(calls))
 	}
-	for i := 1; i < len(calls); i++ {
-		if gap := calls[i].Sub(calls[i-1]); gap < base/2 {
-			t.Errorf("lookup %d came %v after the one before, want at least %v", i+1, gap, base/2)
+	// The cancel itself makes the run due at once (a new command), so the
+	// first pause may be short; the later ones grow.
+	if n := len(calls); n >= 3 {
+		if gap := calls[n-1].Sub(calls[n-2]); gap < 2*base {
+			t.Errorf("the last pause between lookups is %v, want at least %v (backing off)", gap, 2*base)
 		}
 	}
 	if n := logs.count(slog.LevelError, ""); n != 0 {
@@ -239,13 +241,14 @@ func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
 	if warns, tries := logs.count(slog.LevelWarn, "provider lookup failed"), 1000-failed; warns < tries-1 || warns > tries {
 		t.Errorf("%d warnings for %d unanswered lookups, want one each", warns, tries)
 	}
-	// The provider answers again: it never had the refund.
+	// The provider answers again: it never had the refund, and the cancel
+	// came too late to stop it, so it is sent again with the same key.
 	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(run.ID, store.StateCanceled)
-	if got := len(e.ledger()); got != 0 {
-		t.Errorf("provider ledger = %d refunds, want 0", got)
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
 	}
 }
 

@@ -105,6 +105,7 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 			t.Fatal(err)
 		}
 		t.Cleanup(l.Stop)
+		st.WakeLocal(l) // as the process wires it
 		cfg.Listener = l
 	}
 	if x := setup.executor; x != nil {
@@ -122,6 +123,7 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 	if setup.wrap != nil {
 		h = setup.wrap(e)
 	}
+	h = checkOpenAPI(t, h)
 	a.srv = httptest.NewUnstartedServer(h)
 	if setup.server != nil {
 		setup.server(a.srv)

@@ -130,8 +130,10 @@ func (e *env) Close() {
 // start limits off, stream caps above the load.
 func (e *env) refunddEnv(extra map[string]string) []string {
 	set := map[string]string{
-		"DATABASE_URL":         e.dbURL,
-		"SESSION_KEY":          e.sessionKey,
+		"DATABASE_URL": e.dbURL,
+		"SESSION_KEY":  e.sessionKey,
+		// dev's provider and the workers outside dev share it.
+		"PROVIDER_SECRET":      "provider-" + e.sessionKey,
 		"ADDR":                 "127.0.0.1:0",
 		"PROVIDER_ADDR":        "127.0.0.1:0",
 		"LOG_LEVEL":            "warn",
@@ -203,7 +205,7 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 		progress = stdout
 	}
 	raiseFileLimit()
-	if need := uint64(o.watchers) + 200; o.mode == "watchers" && fileLimit() < need {
+	if need := uint64(o.watchers) + 200; (o.mode == "watchers" || o.mode == "approvals") && fileLimit() < need {
 		return fmt.Errorf("%d watchers need %d open files, but the limit is %d (raise `ulimit -n`)", o.watchers, need, fileLimit())
 	}
 	if need := stormFiles(o.watchers); o.mode == "storm" && fileLimit() < need {
@@ -230,6 +232,11 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 	case "storm":
 		var s *stormSummary
 		if s, err = runStorm(ctx, e); s != nil {
+			summary = s
+		}
+	case "approvals":
+		var s *approvalsSummary
+		if s, err = runApprovals(ctx, e); s != nil {
 			summary = s
 		}
 	}
