@@ -41,7 +41,8 @@ func newGapApp(t *testing.T) *gapApp {
 	providerAddr, addr := freeAddr(t), freeAddr(t)
 	a.base = "http://" + addr
 	a.env = []string{"DATABASE_URL=" + dbURL, "PROVIDER_ADDR=" + providerAddr, "PROVIDER_URL=http://" + providerAddr,
-		"SESSION_KEY=" + testSessionKey, "ADDR=" + addr, "APPROVAL_THRESHOLD=1", "NARRATION_PACE=5ms", "STREAM_DRAIN=1s"}
+		"SESSION_KEY=" + testSessionKey, "ADDR=" + addr, "APPROVAL_THRESHOLD=1", "NARRATION_PACE=5ms", "STREAM_DRAIN=1s",
+		"PROVIDER_SECRET=" + testProviderSecret}
 	if out, err := a.command("migrate").CombinedOutput(); err != nil {
 		t.Fatalf("refundd migrate: %v\n%s", err, out)
 	}
