@@ -202,6 +202,12 @@
   }, true);
   document.addEventListener('htmx:sseBeforeMessage', function (e) { if (!e.defaultPrevented) noteTyped(); });
   document.addEventListener('htmx:sseMessage', keepTyped);
+  // The queue's word of others' decisions keeps the latest few: an
+  // approver who leaves the page open all day gets no endless list.
+  document.addEventListener('htmx:sseMessage', function () {
+    var list = document.getElementById('queue-decided');
+    while (list && list.children.length > 10) list.removeChild(list.firstElementChild);
+  });
 
   document.addEventListener('DOMContentLoaded', announce);
   document.addEventListener('htmx:sseMessage', announce);
