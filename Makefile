@@ -47,6 +47,7 @@ test-fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStartBody$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(GO) test -run '^$$' -fuzz '^FuzzClientText$$' -fuzztime $(FUZZ_EXECS)x ./handlers
 	$(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers/stream
 	$(GO) test -run '^$$' -fuzz '^FuzzReadReceipt$$' -fuzztime $(FUZZ_EXECS)x ./payments
 
@@ -93,9 +94,9 @@ fi; \
 command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 from https://go.dev/dl/" >&2; exit 1; }
 endef
 
-## deps: what `make test` needs: PostgreSQL's server, Chromium, npm
+## deps: what `make test` needs: PostgreSQL's server, Chromium, nginx (a stream test proxies through it), npm
 deps:
-	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium npm=npm)
+	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium /usr/sbin/nginx=nginx npm=npm)
 
 ## deps-run: what `make run` needs: PostgreSQL's server, npm
 deps-run:

@@ -6,12 +6,15 @@ package main
 
 import (
 	"context"
+	"crypto/rand"
 	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
+	"path/filepath"
 	"time"
 
 	"github.com/google/uuid"
@@ -63,6 +66,11 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	e, err := newWeb(cfg, st, listener, logger, true)
 	if err != nil {
 		return err
+	}
+	if cfg.ProviderSecret == "" {
+		if cfg.ProviderSecret, err = devProviderSecret(cfg.DataDir); err != nil {
+			return err
+		}
 	}
 	provider, stopProvider, err := startProvider(ctx, cfg, st.URL(), logger)
 	if err != nil {
@@ -121,6 +129,21 @@ func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logge
 	})
 }
 
+// devProviderSecret makes a fresh secret for dev's simulated provider and
+// keeps it, readable by its owner only, in dataDir/provider.secret, for a
+// person who switches the provider's faults with curl. It is never printed.
+func devProviderSecret(dataDir string) (string, error) {
+	secret := rand.Text()
+	path := filepath.Join(dataDir, "provider.secret")
+	if err := os.MkdirAll(dataDir, 0o755); err != nil {
+		return "", fmt.Errorf("data dir: %w", err)
+	}
+	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	return secret, nil
+}
+
 // printHealth names the health listener (HEALTH_ADDR), if there is one.
 func printHealth(stdout io.Writer, url string) {
 	if url != "" {
@@ -173,6 +196,9 @@ func runWorker(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 func runProvider(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err
+	}
+	if cfg.ProviderSecret == "" {
+		return usageError{fmt.Sprintf("PROVIDER_SECRET is required (at least %d characters, e.g. from `openssl rand -hex 32`): the workers send it with every refund", payments.MinSecret)}
 	}
 	st, closeDB, err := openReady(ctx, cfg, logger)
 	if err != nil {

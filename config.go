@@ -16,6 +16,7 @@ import (
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
 
@@ -29,17 +30,27 @@ type Config struct {
 	// a listener of their own outside MAX_CONNECTIONS, so probes never
 	// queue behind a wave of stream opens; empty serves them on ADDR only.
 	HealthAddr   string
-	ProviderAddr string        // PROVIDER_ADDR: where the simulated provider listens
-	ProviderURL  string        // PROVIDER_URL: where workers reach a provider
-	SessionKey   string        // SESSION_KEY: secret the session cookie keys derive from
-	CookieSecure bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
-	ReplayWindow time.Duration // REPLAY_WINDOW: how long presentation events are kept
+	ProviderAddr string // PROVIDER_ADDR: where the simulated provider listens
+	ProviderURL  string // PROVIDER_URL: where workers reach a provider
+	// PROVIDER_SECRET: the shared secret the simulated provider requires
+	// of writes and of its fault switch; `provider` needs it, workers send
+	// it, and `dev` makes a fresh one (in DATA_DIR/provider.secret) unless
+	// it is set. Never printed or logged.
+	ProviderSecret string
+	SessionKey     string        // SESSION_KEY: secret the session cookie keys derive from
+	CookieSecure   bool          // COOKIE_SECURE: mark the session cookie Secure (behind TLS)
+	ReplayWindow   time.Duration // REPLAY_WINDOW: how long presentation events are kept
 	// ALLOWED_HOSTS: the host names the web server answers to (a defence
 	// against DNS rebinding); default ADDR's host and the loopback names.
 	AllowedHosts []string
 	// REQUEST_TIMEOUT: how long a request (streams aside) may take before
 	// it is answered 503.
 	RequestTimeout time.Duration
+	// WRITE_TIMEOUT: how long the web server gives a response (streams
+	// aside, which have their own) to be written; a client that stops
+	// reading is cut then. Above REQUEST_TIMEOUT, so that a slow answer is
+	// still sent.
+	WriteTimeout time.Duration
 	// START_RATE_PER_USER: how many new runs one user may start in a
 	// minute, so one customer's flood cannot starve the others; 0 means no
 	// limit.
@@ -113,11 +124,12 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 		ProviderAddr: cmp.Or(env("PROVIDER_ADDR"), "127.0.0.1:8081"),
 		ProviderURL:  env("PROVIDER_URL"),
 		// Not trimmed: a key is used exactly as given.
-		SessionKey:   getenv("SESSION_KEY"),
-		ModelBaseURL: env("MODEL_BASE_URL"),
-		ModelName:    env("MODEL_NAME"),
-		ModelAPIKey:  env("MODEL_API_KEY"),
-		LogFormat:    strings.ToLower(cmp.Or(env("LOG_FORMAT"), "text")),
+		SessionKey:     getenv("SESSION_KEY"),
+		ProviderSecret: getenv("PROVIDER_SECRET"),
+		ModelBaseURL:   env("MODEL_BASE_URL"),
+		ModelName:      env("MODEL_NAME"),
+		ModelAPIKey:    env("MODEL_API_KEY"),
+		LogFormat:      strings.ToLower(cmp.Or(env("LOG_FORMAT"), "text")),
 	}
 	var p problems
 	c.checkConnections(env, &p)
@@ -166,6 +178,9 @@ func (c *Config) checkConnections(env func(string) string, p *problems) {
 		// Never echo the key itself.
 		p.add("SESSION_KEY must be at least %d characters, got %d", handlers.MinSessionKey, len(c.SessionKey))
 	}
+	if c.ProviderSecret != "" && len(c.ProviderSecret) < payments.MinSecret {
+		p.add("PROVIDER_SECRET must be at least %d characters, got %d", payments.MinSecret, len(c.ProviderSecret))
+	}
 	if v := env("COOKIE_SECURE"); v != "" {
 		b, err := strconv.ParseBool(v)
 		if err != nil {
@@ -201,6 +216,10 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 			p.add("REQUEST_TIMEOUT must be a positive duration such as 10s, got %q", v)
 		}
 		c.RequestTimeout = d
+	}
+	c.WriteTimeout = atLeast(env, p, "WRITE_TIMEOUT", DefaultWriteTimeout, time.Second)
+	if c.WriteTimeout <= c.RequestTimeout {
+		p.add("WRITE_TIMEOUT (%s) must be above REQUEST_TIMEOUT (%s), or slow answers would be cut", c.WriteTimeout, c.RequestTimeout)
 	}
 	c.APIPageLimit = count(env, p, "API_PAGE_LIMIT", handlers.DefaultAPIPageLimit)
 	c.StartRatePerUser = 60
@@ -266,6 +285,10 @@ func (c *Config) readLimits(env func(string) string, p *problems) {
 			c.MaxStreams, c.MaxConnections)
 	}
 }
+
+// DefaultWriteTimeout is WRITE_TIMEOUT's default: REQUEST_TIMEOUT's
+// default and 5 s to send the answer.
+const DefaultWriteTimeout = handlers.DefaultRequestTimeout + 5*time.Second
 
 // openFileLimit is the process's soft limit on open files (1024 if it
 // cannot be read).

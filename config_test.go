@@ -96,6 +96,8 @@ func TestLoadConfig_BadValues(t *testing.T) {
 		{"empty host", "ALLOWED_HOSTS", "a.example,,b.example", "ALLOWED_HOSTS must be host names"},
 		{"request timeout", "REQUEST_TIMEOUT", "10", "REQUEST_TIMEOUT"},
 		{"zero request timeout", "REQUEST_TIMEOUT", "0s", "REQUEST_TIMEOUT"},
+		{"write timeout within the request's", "WRITE_TIMEOUT", "10s", "WRITE_TIMEOUT (10s) must be above REQUEST_TIMEOUT"},
+		{"write timeout too short", "WRITE_TIMEOUT", "10ms", "WRITE_TIMEOUT must be a duration of at least 1s"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			_, err := LoadConfig(func(k string) string {

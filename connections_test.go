@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"net"
@@ -155,4 +156,63 @@ func closedByServer(conns []net.Conn, wait time.Duration) int32 {
 	}
 	wg.Wait()
 	return closed.Load()
+}
+
+// TestServe_NeverReadingClientIsCut: a client that pipelines 2,000
+// requests for the OpenAPI document on one connection and never reads is
+// cut once a response has waited WRITE_TIMEOUT, and the cut is counted in
+// /metrics; before it the server holds the connection.
+func TestServe_NeverReadingClientIsCut(t *testing.T) {
+	t.Parallel()
+	p := startSeededServe(t, map[string]string{"REQUEST_TIMEOUT": "1s", "WRITE_TIMEOUT": "2s"})
+	addr := strings.TrimPrefix(p.url, "http://")
+	// The registry is the process's, shared with parallel tests.
+	before := writeTimeouts(t, p.url)
+	conn, err := net.Dial("tcp", addr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer conn.Close()
+	go func() {
+		// Blocks once the server stops reading; ends when the server cuts.
+		req := "GET /api/openapi.json HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"
+		_, _ = io.WriteString(conn, strings.Repeat(req, 2000))
+	}()
+	deadline := time.Now().Add(2 * time.Minute)
+	for writeTimeouts(t, p.url) <= before {
+		if time.Now().After(deadline) {
+			t.Fatal("the never-reading client was not cut (refundd_http_write_timeouts_total did not grow) within 2 minutes")
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	// What the client reads now ends: the server closed its side.
+	conn.SetReadDeadline(time.Now().Add(time.Minute))
+	n, err := io.Copy(io.Discard, conn)
+	var netErr net.Error
+	if errors.As(err, &netErr) && netErr.Timeout() {
+		t.Fatalf("the connection is still open after the cut (read %d bytes, then waited)", n)
+	}
+	if n == 0 {
+		t.Error("the client got no byte of any answer before the cut")
+	}
+}
+
+// writeTimeouts reads refundd_http_write_timeouts_total from /metrics.
+func writeTimeouts(t *testing.T, base string) float64 {
+	t.Helper()
+	res, err := http.Get(base + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	sc := bufio.NewScanner(res.Body)
+	for sc.Scan() {
+		if v, ok := strings.CutPrefix(sc.Text(), "refundd_http_write_timeouts_total "); ok {
+			var f float64
+			fmt.Sscan(v, &f)
+			return f
+		}
+	}
+	t.Fatal("/metrics has no refundd_http_write_timeouts_total")
+	return 0
 }

@@ -8,13 +8,16 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
@@ -127,10 +130,10 @@ func TestCrash_WorkerKilledBetweenProviderCommitAndOurLog(t *testing.T) {
 	st := storetest.MustOpen(t)
 	providerAddr := freeAddr(t)
 	env := []string{"DATABASE_URL=" + st.URL(), "PROVIDER_ADDR=" + providerAddr,
-		"PROVIDER_URL=http://" + providerAddr, "WORKER_LEASE=2s"}
+		"PROVIDER_URL=http://" + providerAddr, "WORKER_LEASE=2s", "PROVIDER_SECRET=" + testProviderSecret}
 
 	spawn(t, env, "simulated payment provider running", "provider")
-	provider := payments.NewClient("http://"+providerAddr, 5*time.Second)
+	provider := payments.NewClient("http://"+providerAddr, 5*time.Second).WithSecret(testProviderSecret)
 	defer provider.Close()
 	// The provider will commit, then hold its answer.
 	if err := provider.SetFaults(ctx, payments.Faults{HoldAfterCommit: true}); err != nil {
@@ -220,4 +223,76 @@ func wantVerifyClean(t *testing.T, env []string) {
 	if !strings.Contains(string(out), "ok: every invariant holds") || strings.Contains(string(out), "skipped") {
 		t.Errorf("refundd verify did not check both ledgers cleanly:\n%s", out)
 	}
+}
+
+// TestDev_OrphanedClusterIsStopped: `refundd dev` killed with SIGKILL
+// leaves its private PostgreSQL running; the next dev takes it over, and
+// when that one is stopped with SIGINT no postmaster is left. It used to
+// reuse the orphan and leave it running for ever.
+func TestDev_OrphanedClusterIsStopped(t *testing.T) {
+	t.Parallel()
+	dataDir := traversableTempDir(t)
+	env := []string{"DATA_DIR=" + dataDir, "ADDR=127.0.0.1:0", "PROVIDER_ADDR=127.0.0.1:0", "LOG_LEVEL=info"}
+	pidFile := filepath.Join(dataDir, "pg", "postmaster.pid")
+	t.Cleanup(func() {
+		// Whatever happens, no cluster outlives the test.
+		c, err := devdb.NewCluster(dataDir, 0)
+		if err == nil {
+			c.Kill(context.Background())
+		}
+	})
+
+	first := spawn(t, env, "refundd is running at", "dev")
+	orphan := postmasterPID(t, pidFile)
+	first.kill(t)
+	if !processAlive(orphan) {
+		t.Fatalf("the postmaster (pid %d) died with dev; the test needs it orphaned", orphan)
+	}
+
+	second := spawn(t, env, "refundd is running at", "dev")
+	if err := second.cmd.Process.Signal(syscall.SIGINT); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-second.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("dev did not exit within 2 minutes of SIGINT")
+	}
+	if code := second.cmd.ProcessState.ExitCode(); code != 0 {
+		t.Errorf("dev exit code after SIGINT = %d, want 0", code)
+	}
+	if processAlive(orphan) {
+		t.Errorf("the orphaned postmaster (pid %d) still runs after the second dev stopped", orphan)
+	}
+	if _, err := os.Stat(pidFile); err == nil {
+		t.Errorf("a postmaster is still running under DATA_DIR (%s exists)", pidFile)
+	}
+	if !strings.Contains(second.out.String(), "taking it over") {
+		t.Errorf("the second dev did not say it took the orphaned cluster over:\n%s", second.out.String())
+	}
+}
+
+// postmasterPID reads the running postmaster's pid from its pid file.
+func postmasterPID(t *testing.T, pidFile string) int {
+	t.Helper()
+	b, err := os.ReadFile(pidFile)
+	if err != nil {
+		t.Fatalf("no postmaster running under DATA_DIR: %v", err)
+	}
+	pid, err := strconv.Atoi(strings.SplitN(string(b), "\n", 2)[0])
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pid
+}
+
+// processAlive says whether pid runs; a zombie (exited, not yet reaped by
+// a PID 1 that may never reap) is gone.
+func processAlive(pid int) bool {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return false
+	}
+	i := strings.LastIndexByte(string(b), ')')
+	return i >= 0 && !strings.HasPrefix(strings.TrimSpace(string(b[i+1:])), "Z")
 }

@@ -171,10 +171,11 @@ func TestServe_WaitsForItsAddress(t *testing.T) {
 	}
 }
 
-// TestServe_HealthAddrAnswersAtTheConnectionCap: with every one of
-// MAX_CONNECTIONS held by a client that sends nothing (a reconnect wave's
-// connections, before their headers), ADDR accepts no one, and /healthz
-// and /readyz on HEALTH_ADDR still answer within a second.
+// TestServe_HealthAddrAnswersAtTheConnectionCap: flooded with three times
+// MAX_CONNECTIONS connections, half of them sending nothing (a reconnect
+// wave's connections, before their headers) and half pipelining requests
+// they never read, ADDR accepts no one, and /healthz and /readyz on
+// HEALTH_ADDR still answer within a second.
 func TestServe_HealthAddrAnswersAtTheConnectionCap(t *testing.T) {
 	t.Parallel()
 	const maxConns = 20
@@ -184,12 +185,19 @@ func TestServe_HealthAddrAnswersAtTheConnectionCap(t *testing.T) {
 		t.Fatalf("health checks at %s, the web server's own address", health)
 	}
 
-	for range maxConns {
-		conn, err := net.Dial("tcp", strings.TrimPrefix(p.url, "http://"))
+	addr := strings.TrimPrefix(p.url, "http://")
+	for i := range 3 * maxConns {
+		conn, err := net.Dial("tcp", addr)
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { conn.Close() })
+		if i%2 == 1 {
+			go func() {
+				req := "GET /api/openapi.json HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"
+				_, _ = io.WriteString(conn, strings.Repeat(req, 500))
+			}()
+		}
 	}
 	// Behind those in the accept queue, a probe of ADDR waits until one of
 	// them is closed (10 s without a request header).

@@ -19,6 +19,7 @@ import (
 
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store/storetest"
 )
 
@@ -33,12 +34,17 @@ func TestMain(m *testing.M) {
 
 const testSessionKey = "0123456789abcdef0123456789abcdef"
 
+// testProviderSecret is the simulated provider's secret where a test runs
+// `provider` and workers as processes of their own.
+const testProviderSecret = "provider-secret-for-tests"
+
 // program is refundd's run() started in-process, as a test's own process.
 type program struct {
-	url  string      // the base URL it printed
-	out  chan string // further stdout lines
-	done chan int    // its exit code
-	stop func() (code int)
+	url    string      // the base URL it printed
+	stderr *syncBuffer // its log
+	out    chan string // further stdout lines
+	done   chan int    // its exit code
+	stop   func() (code int)
 }
 
 // start runs `refundd <args>` with env as its whole environment and waits
@@ -49,6 +55,7 @@ func start(t *testing.T, env map[string]string, args ...string) *program {
 	outR, outW := io.Pipe()
 	p := &program{out: make(chan string, 100), done: make(chan int, 1)}
 	stderr := &syncBuffer{}
+	p.stderr = stderr
 	go func() {
 		code := run(ctx, args, func(k string) string { return env[k] }, outW, stderr)
 		outW.Close()
@@ -195,6 +202,7 @@ func TestDev_PrivateClusterLifecycle(t *testing.T) {
 			if st, err := os.Stat(filepath.Join(dataDir, "session.key")); err == nil && st.Mode().Perm() != 0o600 {
 				t.Errorf("session.key mode = %v, want 0600", st.Mode().Perm())
 			}
+			checkDevProviderSecret(t, p, dataDir)
 
 			if code := p.stop(); code != 0 {
 				t.Errorf("dev exit code after SIGTERM = %d, want 0", code)
@@ -203,6 +211,56 @@ func TestDev_PrivateClusterLifecycle(t *testing.T) {
 				t.Errorf("PostgreSQL still running after dev stopped (%s exists)", pidFile)
 			}
 		})
+	}
+}
+
+// checkDevProviderSecret: dev's simulated provider switches its faults
+// only for a client with its secret, which dev keeps in
+// DATA_DIR/provider.secret (mode 0600) and prints nowhere.
+func checkDevProviderSecret(t *testing.T, p *program, dataDir string) {
+	t.Helper()
+	path := filepath.Join(dataDir, "provider.secret")
+	raw, err := os.ReadFile(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	secret := strings.TrimSpace(string(raw))
+	if st, err := os.Stat(path); err != nil || st.Mode().Perm() != 0o600 || len(secret) < payments.MinSecret {
+		t.Errorf("provider.secret: %v, want a secret of at least %d characters, mode 0600", err, payments.MinSecret)
+	}
+	var providerURL string
+	for providerURL == "" {
+		select {
+		case line := <-p.out:
+			if rest, ok := strings.CutPrefix(line, "Simulated payment provider at "); ok {
+				providerURL = strings.Fields(rest)[0]
+			}
+			if strings.Contains(line, secret) {
+				t.Errorf("dev printed the provider's secret: %q", line)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("dev did not say where its provider listens")
+		}
+	}
+	for _, tc := range []struct {
+		secret string
+		status int
+	}{{"", http.StatusUnauthorized}, {secret, http.StatusOK}} {
+		req, _ := http.NewRequest(http.MethodPut, providerURL+"/admin/faults", strings.NewReader(`{}`))
+		if tc.secret != "" {
+			req.Header.Set("Authorization", "Bearer "+tc.secret)
+		}
+		res, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		res.Body.Close()
+		if res.StatusCode != tc.status {
+			t.Errorf("PUT /admin/faults with secret %v = %d, want %d", tc.secret != "", res.StatusCode, tc.status)
+		}
+	}
+	if strings.Contains(p.stderr.String(), secret) {
+		t.Error("dev logged the provider's secret")
 	}
 }
 

@@ -89,6 +89,7 @@ func newSoakHarness(t *testing.T) *soakHarness {
 	dbURL := h.cluster.URL("postgres")
 	providerAddr := freeAddr(t)
 	h.env = []string{"DATABASE_URL=" + dbURL, "PROVIDER_ADDR=" + providerAddr, "PROVIDER_URL=http://" + providerAddr,
+		"PROVIDER_SECRET=" + testProviderSecret,
 		"SESSION_KEY=" + testSessionKey, "WORKER_LEASE=3s", "APPROVAL_THRESHOLD=" + strconv.Itoa(soakThreshold),
 		// Bounds the performance work may add must not refuse the soak's own load.
 		"MAX_STREAMS_PER_USER=100000", "START_RATE_PER_USER=1000000"}
@@ -119,7 +120,7 @@ func newSoakHarness(t *testing.T) *soakHarness {
 	for _, name := range []string{"provider", "serve0", "serve1", "worker0", "worker1"} {
 		h.start(name)
 	}
-	h.provider = payments.NewClient("http://"+providerAddr, 10*time.Second)
+	h.provider = payments.NewClient("http://"+providerAddr, 10*time.Second).WithSecret(testProviderSecret)
 	t.Cleanup(h.provider.Close)
 	tr := http.DefaultTransport.(*http.Transport).Clone()
 	tr.MaxIdleConnsPerHost = 64

@@ -12,6 +12,7 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"os"
 	"sync/atomic"
 	"syscall"
 	"time"
@@ -83,7 +84,7 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 	if cfg.ModelBaseURL != "" {
 		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
 	}
-	provider := payments.NewClient(cfg.ProviderURL, 0)
+	provider := payments.NewClient(cfg.ProviderURL, 0).WithSecret(cfg.ProviderSecret)
 	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
 		OutageBudget: cfg.ProviderOutageBudget, Concurrency: cfg.WorkerSlots, NarrationDelay: cfg.NarrationPace},
 		st, provider, narrator, listener, logger.With("part", "worker"))
@@ -111,11 +112,17 @@ func startListener(ctx context.Context, st *store.Store, logger *slog.Logger) (*
 
 // startProvider serves the simulated payment provider on cfg.ProviderAddr,
 // keeping its ledger in the database at databaseURL through a pool of its
-// own. stop stops the server, then closes that pool.
+// own; its writes and fault switch need cfg.ProviderSecret. stop stops the server, then closes that pool.
 func startProvider(ctx context.Context, cfg Config, databaseURL string, logger *slog.Logger) (srv *payments.Server, stop func(), err error) {
 	sim, err := payments.OpenSim(ctx, databaseURL, payments.Faults{})
 	if err != nil {
 		return nil, nil, err
+	}
+	if err := sim.SetSecret(cfg.ProviderSecret); err != nil {
+		return nil, nil, errors.Join(err, sim.CloseDB())
+	}
+	if host, _, err := net.SplitHostPort(cfg.ProviderAddr); err == nil && host != "" {
+		sim.AllowHost(host)
 	}
 	srv = payments.NewServer(cfg.ProviderAddr, sim)
 	if err := srv.Start(ctx); err != nil {
@@ -174,14 +181,7 @@ func serveHTTP(ctx context.Context, e *echo.Echo, cfg Config, logger *slog.Logge
 	srv.Handler = e
 	counted := capConnections(ln, srv, cfg.MaxConnections)
 	ln = counted
-	// A connection that sends no request, or sits idle between requests,
-	// is closed soon: neither may hold a slot that pages need.
-	srv.ReadHeaderTimeout = 10 * time.Second
-	srv.ReadTimeout = 30 * time.Second
-	srv.IdleTimeout = 30 * time.Second
-	// No WriteTimeout: event streams stay open for as long as the client
-	// watches; handlers that need one set it per request.
-	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
+	setTimeouts(srv, cfg, logger)
 
 	served := make(chan error, 1)
 	go func() { served <- srv.Serve(ln) }()
@@ -229,6 +229,25 @@ func serveHTTP(ctx context.Context, e *echo.Echo, cfg Config, logger *slog.Logge
 	}
 	logger.Info("http server stopped")
 	return nil
+}
+
+// setTimeouts bounds what a client can hold of the web server.
+func setTimeouts(srv *http.Server, cfg Config, logger *slog.Logger) {
+	// A connection that sends no request, or sits idle between requests,
+	// is closed soon: neither may hold a slot that pages need.
+	srv.ReadHeaderTimeout = 10 * time.Second
+	srv.ReadTimeout = 30 * time.Second
+	srv.IdleTimeout = 30 * time.Second
+	// A client that stops reading (pipelined requests, never a read) is
+	// cut, and counted (countedConn.Write). Event streams clear it and
+	// set one per write of their own.
+	srv.WriteTimeout = cfg.WriteTimeout
+	srv.ConnState = func(c net.Conn, state http.ConnState) {
+		if cc, ok := c.(*countedConn); ok && state == http.StateHijacked {
+			cc.hijacked.Store(true)
+		}
+	}
+	srv.ErrorLog = slog.NewLogLogger(logger.Handler(), slog.LevelWarn)
 }
 
 // healthMaxConnections caps the health listener's connections. They come
@@ -352,6 +371,20 @@ type countedConn struct {
 	net.Conn
 	l      *countedListener
 	closed atomic.Bool
+	// hijacked: a stream took the connection; its cuts are the stream's
+	// own (refundd_stream_slow_cuts_total).
+	hijacked atomic.Bool
+	timedOut atomic.Bool
+}
+
+// Write counts, once per connection, a response cut by the server's
+// WriteTimeout: its client stopped reading.
+func (c *countedConn) Write(p []byte) (int, error) {
+	n, err := c.Conn.Write(p)
+	if err != nil && errors.Is(err, os.ErrDeadlineExceeded) && !c.hijacked.Load() && c.timedOut.CompareAndSwap(false, true) {
+		metrics.WriteTimeouts.Inc()
+	}
+	return n, err
 }
 
 func (c *countedConn) Close() error {

@@ -29,6 +29,7 @@ import (
 const (
 	DefaultLease        = 3 * time.Second // WORKER_LEASE
 	DefaultOutageBudget = time.Minute     // PROVIDER_OUTAGE_BUDGET
+	DefaultRetryMax     = 3 * time.Second // Config.RetryMax
 )
 
 // Config tunes an Executor. Zero values take the defaults, except
@@ -52,9 +53,12 @@ type Config struct {
 	OutageBudget    time.Duration
 	ProviderTimeout time.Duration // one provider call; default 5s
 	RetryBase       time.Duration // first retry delay, doubled each time, jittered; default 500ms
-	RetryMax        time.Duration // cap on a retry delay; default 30s
-	ChunkEvery      time.Duration // narration chunking; default 100ms (≤10 rows/s)
-	NarrationDelay  time.Duration // built-in narrator's delay per word
+	// RetryMax caps a retry delay; default 3s, so that after an outage the
+	// next try comes within RetryMax and a Poll (4 s) of the provider
+	// answering again.
+	RetryMax       time.Duration
+	ChunkEvery     time.Duration // narration chunking; default 100ms (≤10 rows/s)
+	NarrationDelay time.Duration // built-in narrator's delay per word
 }
 
 func (c *Config) fill() {
@@ -66,7 +70,7 @@ func (c *Config) fill() {
 	c.ProviderTimeout = cmp.Or(c.ProviderTimeout, 5*time.Second)
 	c.OutageBudget = cmp.Or(c.OutageBudget, DefaultOutageBudget)
 	c.RetryBase = cmp.Or(c.RetryBase, 500*time.Millisecond)
-	c.RetryMax = cmp.Or(c.RetryMax, 30*time.Second)
+	c.RetryMax = cmp.Or(c.RetryMax, DefaultRetryMax)
 	c.ChunkEvery = cmp.Or(c.ChunkEvery, 100*time.Millisecond)
 }
 
@@ -293,7 +297,9 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 		}
 	}()
 	if run.CancelRequested() {
-		return 0, false, e.cancel(ctx, run)
+		if canceled, err := e.cancel(ctx, run); canceled || err != nil {
+			return 0, false, err
+		}
 	}
 	switch run.State {
 	case store.StateCreated:
@@ -352,10 +358,28 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 // settle gets the run's refund to a known outcome through the ledger:
 // record intent, call the provider, record what it confirmed; or, when an
 // earlier attempt's outcome is unknown, ask the provider before anything else.
+// The step is narrated before the operation exists: until it does, a cancel
+// stops the refund (and is answered so); from then on it is too late, and
+// the refund goes on to whatever the provider decides.
 func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run) (time.Duration, bool, error) {
+	ops, err := e.store.OperationsByRun(ctx, run.ID)
+	if err != nil {
+		return 0, false, err
+	}
+	if len(ops) == 0 {
+		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
+			return 0, false, err
+		}
+		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(run.Amount, run.Currency)}); err != nil {
+			return 0, false, err
+		}
+	}
 	op, err := e.store.SubmitOperation(ctx, run.ID)
 	fresh := err == nil
-	if err != nil && !errors.Is(err, store.ErrAlreadyDone) {
+	switch {
+	case errors.Is(err, store.ErrCancelRequested):
+		return 0, false, nil // the next step honours it
+	case err != nil && !errors.Is(err, store.ErrAlreadyDone):
 		if store.ErrorCode(err) == store.CodeConflict {
 			return 0, true, e.finish(ctx, run, store.StateFailed,
 				"This refund would take the order's refunds past what was paid, so nothing was refunded.")
@@ -369,27 +393,12 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return 0, true, e.finish(ctx, run, store.StateFailed, failedMessage(op))
 	}
 	if fresh {
-		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
-			return 0, false, err
-		}
-		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(op.Amount, op.Currency)}); err != nil {
-			return 0, false, err
-		}
-		// The last safe boundary: a cancel that arrived until now stops the
-		// refund before the provider hears of it.
-		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
-			return 0, false, err
-		}
 		return e.submit(ctx, log, run, op)
 	}
 	// The provider refused the latest call, and none has begun since: it
 	// committed nothing and nothing is in flight, so nothing needs
 	// verifying. Call again with the same key once the retry is on record.
 	if op.LastCallRefused {
-		// Nothing is in flight, so this is a safe boundary for a cancel too.
-		if r, err := e.store.RunByID(ctx, run.ID); err != nil || r.CancelRequested() {
-			return 0, false, err
-		}
 		if err := e.store.BeginRetry(ctx, op.ID); err != nil {
 			return 0, false, err
 		}
@@ -497,43 +506,18 @@ func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.
 	return ignoreDone(err)
 }
 
-// cancel honours a cancel request at a safe boundary. Before it is too late
-// (store.CancelTooLate), the run ends canceled. After, the provider may have
-// the refund: reconcile first, then end completed with cancel.too_late, or
-// canceled if the provider confirms nothing happened.
-func (e *Executor) cancel(ctx context.Context, run *store.Run) error {
+// cancel honours a cancel request that came in time: before the run had
+// an operation (store.CancelTooLate), the rule RequestCancel answered it
+// by, the run ends canceled. A cancel that came later was answered
+// too_late, and is: the run goes on (canceled false), and ends as the
+// provider decides, completed with cancel.too_late (finishRefunded) or
+// failed, never canceled.
+func (e *Executor) cancel(ctx context.Context, run *store.Run) (canceled bool, err error) {
 	ops, err := e.store.OperationsByRun(ctx, run.ID)
-	if err != nil {
-		return err
+	if err != nil || store.CancelTooLate(ops) {
+		return false, err
 	}
-	if !store.CancelTooLate(ops) {
-		return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
-	}
-	op := &ops[0]
-	if op.State == store.OpSubmitted || op.State == store.OpReconciling {
-		rc, err := e.lookup(ctx, op)
-		switch {
-		case err == nil:
-			if err := e.record(ctx, op, rc); err != nil {
-				return err
-			}
-		case errors.Is(err, payments.ErrNotFound):
-			if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed,
-				Reason: "canceled before the payment provider received it"}); ignoreDone(err) != nil {
-				return err
-			}
-		default:
-			return fmt.Errorf("agent: reconcile before cancel: %w", err)
-		}
-		if ops, err = e.store.OperationsByRun(ctx, run.ID); err != nil {
-			return err
-		}
-		op = &ops[0]
-	}
-	if op.State == store.OpSucceeded {
-		return e.finishRefunded(ctx, run, op)
-	}
-	return e.finish(ctx, run, store.StateCanceled, "Canceled as requested. The payment provider confirmed no refund was made.")
+	return true, e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so

@@ -474,7 +474,12 @@ func TestExecutor_PolicyRefusalFailsRunWithReadableMessage(t *testing.T) {
 	e.verify()
 }
 
-func TestExecutor_CancelWhileReconcilingProviderConfirmsNothing(t *testing.T) {
+// A cancel that comes while the outcome is being verified comes after the
+// operation exists: it is answered too_late, and so it is: the run does
+// not end canceled even though the provider has nothing yet; once the
+// provider answers again the refund goes through, under the same key, and
+// the run says the cancel came too late.
+func TestExecutor_CancelWhileReconcilingIsTooLate(t *testing.T) {
 	t.Parallel()
 	// The provider is too slow: every call times out before it commits, so
 	// the outcome is unknown and the run reconciles.
@@ -482,15 +487,22 @@ func TestExecutor_CancelWhileReconcilingProviderConfirmsNothing(t *testing.T) {
 	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond}, nil)
 	run := e.start(300)
 	e.waitState(run.ID, store.StateReconciling)
-	if _, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID); err != nil {
+	d, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID)
+	if err != nil {
 		t.Fatal(err)
 	}
-	e.waitState(run.ID, store.StateCanceled)
-	if got := len(e.ledger()); got != 0 {
-		t.Errorf("provider ledger = %d refunds, want 0", got)
+	if d.Outcome != store.DecisionTooLate {
+		t.Fatalf("cancel while reconciling answered %v, want DecisionTooLate", d.Outcome)
+	}
+	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
 	}
 	types := strings.Join(e.types(run.ID), ",")
-	for _, want := range []string{"operation.reconciling", "cancel.requested", "operation.failed,message.final,run.canceled"} {
+	for _, want := range []string{"operation.reconciling", "cancel.requested", "operation.succeeded,cancel.too_late,message.final,run.completed"} {
 		if !strings.Contains(types, want) {
 			t.Errorf("business events = %s, want %s", types, want)
 		}

@@ -133,7 +133,8 @@ func TestLogout_CopiedCookieIsWorthless(t *testing.T) {
 // decision.
 func (a *app) pendingRun(t *testing.T) *store.Run {
 	t.Helper()
-	run, err := a.store.RequestApproval(context.Background(), a.startRun(t, "customer@example.com", 100).ID, store.ActionProposed{})
+	started := a.startRun(t, "customer@example.com", 100)
+	run, err := a.store.RequestApproval(context.Background(), started.ID, proposalFor(started))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -333,7 +333,7 @@ func TestAPIShowRun(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	ctx := context.Background()
 	run := a.startRun(t, "customer@example.com", 1500)
-	if _, err := a.store.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
+	if _, err := a.store.RequestApproval(ctx, run.ID, proposalFor(run)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID, ""); err != nil {

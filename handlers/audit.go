@@ -23,6 +23,9 @@ func (h *Handler) showAuditLog(c echo.Context) error {
 	}
 	if b := c.QueryParam("before"); b != "" {
 		n, err := strconv.ParseInt(b, 10, 64)
+		if err := outOfRange("before", err); err != nil {
+			return err
+		}
 		if err != nil || n < 1 {
 			v.Error, status = "There is no audit entry "+strconv.Quote(b)+" to read before.", http.StatusUnprocessableEntity
 		} else {

@@ -23,7 +23,7 @@ type decisionJSON struct {
 func (a *app) awaitingApproval(t *testing.T, email string) *store.Run {
 	t.Helper()
 	run := a.startRun(t, email, 1000)
-	run, err := a.store.RequestApproval(context.Background(), run.ID, store.ActionProposed{Amount: 1000})
+	run, err := a.store.RequestApproval(context.Background(), run.ID, proposalFor(run))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -116,6 +116,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 		// Reads of the API and pages carry no body: the limit's wrapper
 		// is skipped there, and every stream open is one.
 		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "1M", Skipper: withoutBody}),
+		checkClientText,
 	)
 	for _, r := range h.routes() {
 		e.Add(r.method, r.path, r.handler, r.middleware...)
@@ -139,8 +140,8 @@ type route struct {
 // routes is the one table of every route. Rows say who may call them:
 // public rows skip the session; session rows know the user if there is one;
 // signedIn rows require one. Every row that touches the database is bounded
-// by the request deadline, except the streams, which live as long as their
-// client watches and end themselves.
+// by the request deadline, except the streams, which are bounded until they
+// open, then live as long as their client watches and end themselves.
 func (h *Handler) routes() []route {
 	public := []echo.MiddlewareFunc(nil)
 	session := []echo.MiddlewareFunc{h.deadline, h.loadUser}
@@ -149,10 +150,11 @@ func (h *Handler) routes() []route {
 	api := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser}
 	admin := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
 	support := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
-	streamSession := []echo.MiddlewareFunc{h.loadUser}
+	// Streams are bounded until they open (streamDeadline).
+	streamSession := []echo.MiddlewareFunc{h.streamDeadline, h.loadUser}
 	// A stream of one run reads its user and run in one statement.
-	runStream := []echo.MiddlewareFunc{h.loadStreamUser(false)}
-	runStreamAPI := []echo.MiddlewareFunc{h.loadStreamUser(true), h.requireUser}
+	runStream := []echo.MiddlewareFunc{h.streamDeadline, h.loadStreamUser(false)}
+	runStreamAPI := []echo.MiddlewareFunc{h.streamDeadline, h.loadStreamUser(true), h.requireUser}
 
 	return []route{
 		{http.MethodGet, "/healthz", h.healthz, public},

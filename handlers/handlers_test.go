@@ -123,6 +123,7 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 	if setup.wrap != nil {
 		h = setup.wrap(e)
 	}
+	h = checkOpenAPI(t, h)
 	a.srv = httptest.NewUnstartedServer(h)
 	if setup.server != nil {
 		setup.server(a.srv)

@@ -19,6 +19,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/google/uuid"
+
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
@@ -194,7 +196,7 @@ func newStalledApp(t *testing.T, cfg handlers.Config) *stalledApp {
 		if err != nil {
 			t.Fatal(err)
 		}
-		*srv.to = httptest.NewServer(e)
+		*srv.to = httptest.NewServer(checkOpenAPI(t, e))
 		t.Cleanup((*srv.to).Close)
 	}
 	// Cleanups run last first: the proxy lets go of stuck queries before
@@ -435,6 +437,29 @@ func TestUnavailable_DatabaseDown(t *testing.T) {
 	for _, path := range []string{"/", "/api/orders"} {
 		t.Run(path, func(t *testing.T) {
 			r, _ := s.timedGet(t, c, path, 10*time.Second, nil)
+			wantStatus(t, r, http.StatusServiceUnavailable)
+			if got := r.header.Get("Retry-After"); got == "" {
+				t.Error("no Retry-After")
+			}
+		})
+	}
+}
+
+// TestStream_StalledDatabase: with PostgreSQL stalled, a stream being
+// opened answers 503 with Retry-After once the request deadline passes,
+// as other requests do, instead of hanging without headers for the stall.
+func TestStream_StalledDatabase(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	s := newStalledApp(t, handlers.Config{RequestTimeout: timeout})
+	c := (&app{srv: s.login}).client(t)
+	(&app{srv: s.login}).login(t, c, "customer@example.com")
+	runID := uuid.NewString()
+	s.proxy.stall()
+	for _, path := range []string{"/runs/" + runID + "/events?after=0", "/api/runs/" + runID + "/stream", "/runs/events"} {
+		t.Run(path, func(t *testing.T) {
+			// The limit only keeps a hang from stalling the test.
+			r, _ := s.timedGet(t, c, path, 30*time.Second, map[string]string{"Accept": "text/event-stream"})
 			wantStatus(t, r, http.StatusServiceUnavailable)
 			if got := r.header.Get("Retry-After"); got == "" {
 				t.Error("no Retry-After")

@@ -30,7 +30,9 @@ func TestAPIStart_BadBytesRefused(t *testing.T) {
 			http.StatusUnprocessableEntity, "invalid", "control character"},
 		// encoding/json would quietly turn the bad byte into U+FFFD.
 		{"invalid UTF-8 in body", "k3", `{"order_id":` + itoa(shoes.ID) + `,"amount":100,"reason":"torn ` + "\xff" + ` sole"}`,
-			http.StatusBadRequest, "invalid_json", "UTF-8"},
+			http.StatusUnprocessableEntity, "invalid", "UTF-8"},
+		{"lone surrogate in reason", "k5", `{"order_id":` + itoa(shoes.ID) + `,"amount":100,"reason":"torn \ud800 sole"}`,
+			http.StatusUnprocessableEntity, "invalid", "surrogate"},
 		{"invalid UTF-8 in Idempotency-Key", "k\xff4", startBody(shoes.ID, 100, "torn"),
 			http.StatusUnprocessableEntity, "invalid", "UTF-8"},
 	} {
@@ -47,7 +49,7 @@ func TestAPIStart_BadBytesRefused(t *testing.T) {
 }
 
 // TestStart_BadBytesRefused: the same through the form, in the reason and
-// in the hidden request ID: the form page again, with a message.
+// in the hidden request ID: a 422 page naming the field.
 func TestStart_BadBytesRefused(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{})
@@ -59,18 +61,18 @@ func TestStart_BadBytesRefused(t *testing.T) {
 		edit func(url.Values)
 		says string
 	}{
-		{"NUL in reason", func(f url.Values) { f.Set("reason", "torn\x00sole") }, "NUL"},
-		{"invalid UTF-8 in reason", func(f url.Values) { f.Set("reason", "torn \xff sole") }, "UTF-8"},
-		{"NUL in request ID", func(f url.Values) { f.Set("request_id", f.Get("request_id")+"\x00") }, "out of date"},
-		{"invalid UTF-8 in request ID", func(f url.Values) { f.Set("request_id", f.Get("request_id")+"\xc3") }, "out of date"},
+		{"NUL in reason", func(f url.Values) { f.Set("reason", "torn\x00sole") }, `"reason" contains a NUL`},
+		{"invalid UTF-8 in reason", func(f url.Values) { f.Set("reason", "torn \xff sole") }, `"reason" is not valid UTF-8`},
+		{"NUL in request ID", func(f url.Values) { f.Set("request_id", f.Get("request_id")+"\x00") }, `"request_id" contains a NUL`},
+		{"invalid UTF-8 in request ID", func(f url.Values) { f.Set("request_id", f.Get("request_id")+"\xc3") }, `"request_id" is not valid UTF-8`},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			form := a.startForm(t, c, shoes.ID, "1.00", "torn")
 			tc.edit(form)
 			r := a.post(t, c, "/runs", form)
 			wantStatus(t, r, http.StatusUnprocessableEntity)
-			if got := r.doc(t).Find("#start-error").Text(); !strings.Contains(got, tc.says) {
-				t.Errorf("#start-error = %q, want it to say %q", got, tc.says)
+			if got := r.doc(t).Find("main").Text(); !strings.Contains(got, tc.says) {
+				t.Errorf("page says %q, want it to say %q", got, tc.says)
 			}
 		})
 	}
@@ -80,7 +82,7 @@ func TestStart_BadBytesRefused(t *testing.T) {
 }
 
 // TestSupportRuns_BadBytesRefused: a search for NUL or invalid UTF-8 is
-// the search page with a message, not a 500.
+// a 422 page naming the search, not a 500.
 func TestSupportRuns_BadBytesRefused(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{})
@@ -90,8 +92,8 @@ func TestSupportRuns_BadBytesRefused(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			r := a.get(t, c, "/support/runs?"+url.Values{"q": {q}}.Encode())
 			wantStatus(t, r, http.StatusUnprocessableEntity)
-			if got := r.doc(t).Find("#search-error").Text(); !strings.Contains(got, "search") {
-				t.Errorf("#search-error = %q, want words about the search", got)
+			if got := r.doc(t).Find("main").Text(); !strings.Contains(got, `"q"`) {
+				t.Errorf("page says %q, want it to name the search field q", got)
 			}
 		})
 	}

@@ -345,7 +345,7 @@ func mxRunCell(eventType string, askApproval bool) mxCellFunc {
 		// The last event is a business one, so status-only streams reach it.
 		if askApproval {
 			c.timeline = store.EventApprovalRequested
-			run, err = m.store.RequestApproval(ctx, run.ID, store.ActionProposed{Amount: 1})
+			run, err = m.store.RequestApproval(ctx, run.ID, proposalFor(run))
 		} else {
 			c.timeline = store.EventRunPlanning
 			run, err = m.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))

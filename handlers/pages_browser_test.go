@@ -249,7 +249,7 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](live, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the list's stream did not open: %v", err)
 	}
-	if _, err := a.store.RequestApproval(context.Background(), run.ID, store.ActionProposed{}); err != nil {
+	if _, err := a.store.RequestApproval(context.Background(), run.ID, proposalFor(run)); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'awaiting approval'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {

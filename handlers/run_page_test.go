@@ -62,7 +62,7 @@ func TestRunPage(t *testing.T) {
 	})
 	t.Run("approver sees the approve button while it waits", func(t *testing.T) {
 		b := a.startRun(t)
-		if _, err := a.store.RequestApproval(context.Background(), b.ID, store.ActionProposed{Action: "refund"}); err != nil {
+		if _, err := a.store.RequestApproval(context.Background(), b.ID, proposalFor(b)); err != nil {
 			t.Fatal(err)
 		}
 		ap := a.client(t)

@@ -276,7 +276,7 @@ func TestHome_ApprovalQueue(t *testing.T) {
 	a := newApp(t, handlers.Config{})
 	waiting := a.startRun(t, "customer@example.com", 1000)
 	other := a.startRun(t, "customer2@example.com", 1000)
-	if _, err := a.store.RequestApproval(context.Background(), waiting.ID, store.ActionProposed{}); err != nil {
+	if _, err := a.store.RequestApproval(context.Background(), waiting.ID, proposalFor(waiting)); err != nil {
 		t.Fatal(err)
 	}
 	c := a.client(t)
@@ -288,4 +288,9 @@ func TestHome_ApprovalQueue(t *testing.T) {
 	if doc.Find("#queue-item-"+other.ID.String()).Length() != 0 || doc.Find(".queue-item").Length() != 1 {
 		t.Error("the queue lists a run that is not awaiting approval")
 	}
+}
+
+// proposalFor is the action.proposed a worker records for run.
+func proposalFor(run *store.Run) store.ActionProposed {
+	return store.ActionProposed{Action: "refund", OrderID: run.OrderID, Amount: run.Amount, Currency: run.Currency}
 }

@@ -28,14 +28,11 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 	}
 	q := views.SupportSearch{Query: strings.TrimSpace(c.QueryParam("q")), State: c.QueryParam("state"), Page: 1, Per: supportPageSize}
 	status := http.StatusOK
-	if err := store.ValidText(q.Query, false); err != nil {
-		// Not echoed back: it is no text to show in the search box.
-		q.Error = "The search " + err.Error() + ": search by run ID or part of an email."
-		q.Query = ""
-		status = http.StatusUnprocessableEntity
-	}
 	if p := c.QueryParam("page"); p != "" {
 		n, err := strconv.Atoi(p)
+		if err := outOfRange("page", err); err != nil {
+			return err
+		}
 		if err != nil || n < 1 {
 			q.Error = "There is no page " + strconv.Quote(p) + ": pages are numbered from 1."
 			status = http.StatusUnprocessableEntity

@@ -130,8 +130,10 @@ func (e *env) Close() {
 // start limits off, stream caps above the load.
 func (e *env) refunddEnv(extra map[string]string) []string {
 	set := map[string]string{
-		"DATABASE_URL":         e.dbURL,
-		"SESSION_KEY":          e.sessionKey,
+		"DATABASE_URL": e.dbURL,
+		"SESSION_KEY":  e.sessionKey,
+		// dev's provider and the workers outside dev share it.
+		"PROVIDER_SECRET":      "provider-" + e.sessionKey,
 		"ADDR":                 "127.0.0.1:0",
 		"PROVIDER_ADDR":        "127.0.0.1:0",
 		"LOG_LEVEL":            "warn",

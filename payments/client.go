@@ -22,6 +22,7 @@ type Client struct {
 	base    string
 	timeout time.Duration
 	http    *http.Client
+	secret  string // sent as a bearer token; never logged
 }
 
 var _ Provider = (*Client)(nil)
@@ -41,6 +42,13 @@ func NewClient(baseURL string, timeout time.Duration) *Client {
 		timeout: timeout,
 		http:    &http.Client{Transport: tr},
 	}
+}
+
+// WithSecret makes the client send the provider's shared secret (see
+// Sim.Secret), which its writes and fault switch require, and returns it.
+func (c *Client) WithSecret(secret string) *Client {
+	c.secret = secret
+	return c
 }
 
 // Close closes the client's idle connections.
@@ -151,6 +159,9 @@ func (c *Client) exchange(ctx context.Context, op, key, method, path string, h h
 		req.Header[k] = v
 	}
 	req.Header.Set("Accept", "application/json")
+	if c.secret != "" {
+		req.Header.Set("Authorization", "Bearer "+c.secret)
+	}
 	resp, err := c.http.Do(req)
 	if err != nil {
 		return 0, nil, &Error{Kind: transportKind(err), Op: op, Key: key, Err: err}
@@ -231,6 +242,11 @@ func statusKind(status int) error {
 	case status == http.StatusUnprocessableEntity:
 		return ErrMismatch
 	case status == http.StatusServiceUnavailable, status == http.StatusTooManyRequests:
+		return ErrUnavailable
+	case status == http.StatusUnauthorized, status == http.StatusMisdirectedRequest:
+		// The provider refused us, not the refund (a missing or wrong
+		// PROVIDER_SECRET, a wrong Host): nothing was committed, and it is
+		// fixed by configuration, within the outage budget.
 		return ErrUnavailable
 	case status == http.StatusRequestTimeout:
 		return ErrUncertain

@@ -32,6 +32,8 @@ func TestClient_Classification(t *testing.T) {
 		{"refund 200 unreadable", "refund", 200, `{"key":`, payments.ErrUncertain, true},
 		{"refund 200 for another key", "refund", 200, receipt("op-2"), payments.ErrUncertain, true},
 		{"refund 400", "refund", 400, `{"error":{"code":"invalid_amount","message":"m"}}`, payments.ErrInvalid, false},
+		{"refund 401 without the secret", "refund", 401, `{"error":{"code":"unauthorized","message":"m"}}`, payments.ErrUnavailable, false},
+		{"refund 421 wrong Host", "refund", 421, `{"error":{"code":"wrong_host","message":"m"}}`, payments.ErrUnavailable, false},
 		{"refund 404 wrong URL", "refund", 404, `404 page not found`, payments.ErrInvalid, false},
 		{"refund 408", "refund", 408, ``, payments.ErrUncertain, true},
 		{"refund 409", "refund", 409, `{"error":{"code":"in_flight","message":"m"}}`, payments.ErrInFlight, true},

@@ -68,6 +68,7 @@ func (p *provider) tryPost(key, body string) (int, []byte, error) {
 		return 0, nil, err
 	}
 	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Authorization", "Bearer "+p.sim.Secret())
 	if key != "" {
 		req.Header.Set("Idempotency-Key", key)
 	}

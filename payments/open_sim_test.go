@@ -34,7 +34,7 @@ func TestOpenSim_OwnPool(t *testing.T) {
 		ts := httptest.NewServer(sim.Handler())
 		t.Cleanup(ts.Close)
 		t.Cleanup(sim.Close)
-		c := payments.NewClient(ts.URL, 0)
+		c := payments.NewClient(ts.URL, 0).WithSecret(sim.Secret())
 		t.Cleanup(c.Close)
 		rc, err := c.Refund(ctx, payments.RefundRequest{Key: "own-pool", OrderRef: "o1", Amount: 100, Currency: "EUR"})
 		if err != nil {

@@ -3,6 +3,7 @@ package payments
 import (
 	"context"
 	"crypto/rand"
+	"crypto/subtle"
 	"database/sql"
 	"encoding/json"
 	"errors"
@@ -10,6 +11,7 @@ import (
 	"io"
 	"log/slog"
 	randv2 "math/rand/v2"
+	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -36,6 +38,8 @@ const (
 	CodeNotFound        = "not_found"
 	CodeUnavailable     = "unavailable"
 	CodeInternal        = "internal"
+	CodeWrongHost       = "wrong_host"
+	CodeUnauthorized    = "unauthorized"
 )
 
 // MaxKeyLen bounds an idempotency key.
@@ -60,6 +64,12 @@ type Sim struct {
 	db     *sqlx.DB
 	ownsDB bool // opened by OpenSim, so CloseDB closes it
 
+	// secret is what writes and the fault switch must present (Bearer);
+	// hosts are the Host names it answers to. A page on another site,
+	// whose name points at us (DNS rebinding), can send neither.
+	secret string
+	hosts  map[string]bool
+
 	mu      sync.Mutex
 	faults  Faults
 	release chan struct{} // closed to let held answers go, then replaced
@@ -80,10 +90,34 @@ func NewSim(db *sqlx.DB, faults Faults) (*Sim, error) {
 	return &Sim{
 		db:      db,
 		faults:  faults,
+		secret:  rand.Text(),
+		hosts:   map[string]bool{"localhost": true, "127.0.0.1": true, "::1": true},
 		release: make(chan struct{}),
 		done:    make(chan struct{}),
 	}, nil
 }
+
+// MinSecret is the shortest shared secret SetSecret takes.
+const MinSecret = 16
+
+// Secret is the shared secret writes and the fault switch require: a
+// random one unless SetSecret gave another. Give it to the clients that
+// write (Client.WithSecret); never show it.
+func (s *Sim) Secret() string { return s.secret }
+
+// SetSecret replaces the random secret with one shared with clients in
+// other processes. Call it before serving.
+func (s *Sim) SetSecret(secret string) error {
+	if len(secret) < MinSecret {
+		return fmt.Errorf("payments: the provider's secret must be at least %d characters", MinSecret)
+	}
+	s.secret = secret
+	return nil
+}
+
+// AllowHost adds a Host name (no port) the provider answers to, beside
+// the loopback names. Call it before serving.
+func (s *Sim) AllowHost(host string) { s.hosts[hostName(host)] = true }
 
 // OpenSim returns a simulated provider with the given faults over a small
 // pool of its own on the database at url (migrated, so that
@@ -138,6 +172,9 @@ func (s *Sim) CloseDB() error {
 //	PUT  /admin/faults     replace them; 400 invalid_faults if they make no sense
 //	POST /admin/release    let the answers held by hold_after_commit go; 204
 //
+// It answers only to its Host names (421 otherwise), and writes (POST,
+// PUT) need Authorization: Bearer with its secret (401 otherwise).
+//
 // Errors are {"error":{"code","message"}} with the Code* constants.
 func (s *Sim) Handler() http.Handler {
 	mux := http.NewServeMux()
@@ -147,7 +184,36 @@ func (s *Sim) Handler() http.Handler {
 	mux.HandleFunc("GET /admin/faults", s.showFaults)
 	mux.HandleFunc("PUT /admin/faults", s.saveFaults)
 	mux.HandleFunc("POST /admin/release", s.releaseHeld)
-	return mux
+	return s.guard(mux)
+}
+
+// guard refuses requests addressed to another Host (421), and writes
+// (anything but GET and HEAD) without the shared secret (401).
+func (s *Sim) guard(next http.Handler) http.Handler {
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !s.hosts[hostName(r.Host)] {
+			writeError(w, http.StatusMisdirectedRequest, CodeWrongHost, "this provider does not answer to that Host")
+			return
+		}
+		if r.Method != http.MethodGet && r.Method != http.MethodHead {
+			token, ok := strings.CutPrefix(r.Header.Get("Authorization"), "Bearer ")
+			if !ok || subtle.ConstantTimeCompare([]byte(token), []byte(s.secret)) != 1 {
+				writeError(w, http.StatusUnauthorized, CodeUnauthorized, "writes need the provider's secret (Authorization: Bearer …)")
+				return
+			}
+		}
+		next.ServeHTTP(w, r)
+	})
+}
+
+// hostName is a Host header's name alone: no port, no IPv6 brackets, lower
+// case.
+func hostName(hostport string) string {
+	h := hostport
+	if host, _, err := net.SplitHostPort(hostport); err == nil {
+		h = host
+	}
+	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
 }
 
 // Faults returns the current fault settings.

@@ -482,6 +482,7 @@ func TestAdminFaults(t *testing.T) {
 	for _, tt := range bad {
 		t.Run(tt.name, func(t *testing.T) {
 			req, _ := http.NewRequest(http.MethodPut, p.url+"/admin/faults", strings.NewReader(tt.body))
+			req.Header.Set("Authorization", "Bearer "+p.sim.Secret())
 			status, body := do(t, req)
 			if status != http.StatusBadRequest || errorCode(t, body) != payments.CodeInvalidFaults {
 				t.Errorf("PUT %s = %d %s, want 400 %s", tt.body, status, body, payments.CodeInvalidFaults)
@@ -505,7 +506,7 @@ func TestServer_StopEndsHeldAnswers(t *testing.T) {
 		t.Fatalf("Start: %v", err)
 	}
 	t.Cleanup(srv.Stop)
-	c := payments.NewClient(srv.URL(), 0)
+	c := payments.NewClient(srv.URL(), 0).WithSecret(sim.Secret())
 	t.Cleanup(c.Close)
 
 	done := make(chan error, 1)
@@ -576,4 +577,49 @@ func TestRefund_LookupsDuringSubmitDoNotConflict(t *testing.T) {
 	if got, want := p.ledgerRows(t), 20; got != want {
 		t.Errorf("ledger rows = %d, want %d", got, want)
 	}
+}
+
+// TestSim_HostAndSecret: a page on another site that points its name at
+// the provider (DNS rebinding) is refused by Host, and a write or a fault
+// switch without the shared secret is refused: nothing is recorded or
+// switched. Reads stay open on our own Host.
+func TestSim_HostAndSecret(t *testing.T) {
+	t.Parallel()
+	p := mustStartProvider(t, payments.Faults{}, 0)
+	body := `{"order_ref":"o1","amount":100,"currency":"EUR"}`
+	for _, tc := range []struct {
+		name, method, path, host, auth, body string
+		status                               int
+	}{
+		{"refund from a rebinding page", http.MethodPost, "/refunds", "evil.example", "Bearer " + p.sim.Secret(), body, http.StatusMisdirectedRequest},
+		{"faults from a rebinding page", http.MethodPut, "/admin/faults", "evil.example:8081", "", `{"error_5xx_next":5}`, http.StatusMisdirectedRequest},
+		{"ledger from a rebinding page", http.MethodGet, "/refunds", "evil.example", "", "", http.StatusMisdirectedRequest},
+		{"refund without the secret", http.MethodPost, "/refunds", "", "", body, http.StatusUnauthorized},
+		{"refund with another secret", http.MethodPost, "/refunds", "", "Bearer not-the-secret-at-all", body, http.StatusUnauthorized},
+		{"faults without the secret", http.MethodPut, "/admin/faults", "", "", `{"error_5xx_next":5}`, http.StatusUnauthorized},
+		{"release without the secret", http.MethodPost, "/admin/release", "", "", "", http.StatusUnauthorized},
+		{"ledger on our Host", http.MethodGet, "/refunds", "", "", "", http.StatusOK},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			req, _ := http.NewRequest(tc.method, p.url+tc.path, strings.NewReader(tc.body))
+			req.Header.Set("Idempotency-Key", "rebound")
+			if tc.host != "" {
+				req.Host = tc.host
+			}
+			if tc.auth != "" {
+				req.Header.Set("Authorization", tc.auth)
+			}
+			if status, b := do(t, req); status != tc.status {
+				t.Errorf("%s %s (Host %q) = %d %s, want %d", tc.method, tc.path, tc.host, status, b, tc.status)
+			}
+		})
+	}
+	t.Cleanup(func() {
+		if got := p.ledgerRows(t); got != 0 {
+			t.Errorf("ledger rows = %d, want none", got)
+		}
+		if got := p.sim.Faults(); got != (payments.Faults{}) {
+			t.Errorf("faults = %+v, want none switched on", got)
+		}
+	})
 }

@@ -114,7 +114,7 @@ func (s *Store) AuditLogBefore(ctx context.Context, action string, before int64,
         FROM audit_log a
         LEFT JOIN users u ON u.id = a.actor_id
         LEFT JOIN users su ON a.subject = 'user:' || su.id
-        WHERE ($1 = '' OR a.action = $1) AND ($2 = 0 OR a.id < $2)
+        WHERE ($1 = '' OR a.action = $1) AND ($2::bigint = 0 OR a.id < $2::bigint)
         ORDER BY a.id DESC
         LIMIT $3`, action, before, limit)
 	if err != nil {

@@ -53,7 +53,10 @@ const operationColumns = `id, run_id, order_id, kind, amount, currency, state, p
 // the run in submitting. It happens once per run: a second call returns the
 // existing operation and ErrAlreadyDone. Under the order's row lock it
 // refuses an operation that would take the order's refunds past what was
-// paid, whatever other runs do at the same time.
+// paid, whatever other runs do at the same time. Once a cancel is
+// requested it creates none (ErrCancelRequested): RequestCancel answered
+// that cancel as in time, under the same row lock, so the run must end
+// canceled.
 func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operation, error) {
 	var op Operation
 	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
@@ -66,6 +69,9 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 		}
 		if Terminal(r.State) {
 			return "", nil, Errorf(CodeConflict, "the run has already %s", r.State)
+		}
+		if r.CancelRequested() {
+			return "", nil, ErrCancelRequested
 		}
 		// Lock first, then sum in a statement of its own: a statement that
 		// waited for the lock still reads with the snapshot it started with
@@ -98,6 +104,10 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 	}
 	return &op, err
 }
+
+// ErrCancelRequested: SubmitOperation found a cancel requested before any
+// operation existed; the run is to end canceled.
+var ErrCancelRequested = errors.New("store: cancel requested before the refund was submitted")
 
 // Outcome is what became known about an operation.
 type Outcome struct {

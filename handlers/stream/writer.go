@@ -25,6 +25,11 @@ type sseWriter struct {
 	// for abort, which another goroutine may call.
 	conn     net.Conn
 	detached atomic.Pointer[connRef]
+	// close1_0: the client spoke HTTP/1.0 (as nginx does to its upstream
+	// unless told otherwise), which has no chunks: the server sent the
+	// head without chunked encoding, so the body is the bytes themselves
+	// and ends when the connection closes.
+	close1_0 bool
 }
 
 type connRef struct{ net.Conn }
@@ -55,6 +60,7 @@ func beginStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 	hdr.Set("Cache-Control", "no-cache")
 	hdr.Set("X-Accel-Buffering", "no")
 	w := newSSEWriter(res, http.NewResponseController(res.Writer), cfg.SlowAfter)
+	w.close1_0 = !c.Request().ProtoAtLeast(1, 1)
 	if err := w.rc.Load().SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, err
 	}
@@ -153,9 +159,9 @@ const keptBuffer = 512
 // detach takes the connection from the HTTP server (http.Hijacker), after
 // the response's head and first chunks were sent through it, so that the
 // handler can return and the stream holds only its own state: no request,
-// no server buffers, and a goroutine whose stack is its own. The response
-// stays chunked: flush frames each write as a chunk, and finish ends the
-// body. nil: the response cannot be taken over (a recorder, HTTP/2); the
+// no server buffers, and a goroutine whose stack is its own. An HTTP/1.1
+// response stays chunked: flush frames each write as a chunk, and finish
+// ends the body; an HTTP/1.0 one is written as it is. nil: the response cannot be taken over (a recorder, HTTP/2); the
 // stream is served by the handler as before.
 func (w *sseWriter) detach() net.Conn {
 	if w.buf.Len() > 0 {
@@ -177,16 +183,21 @@ func (w *sseWriter) detach() net.Conn {
 	return conn
 }
 
-// flushChunk writes the buffer as one HTTP/1.1 chunk with the write
-// deadline.
+// flushChunk writes the buffer as one HTTP/1.1 chunk (HTTP/1.0: as it
+// is) with the write deadline.
 func (w *sseWriter) flushChunk() error {
 	// One write, one system call: the connection is wrapped (the caps'
 	// counting), so net.Buffers would not use writev.
 	n := w.buf.Len()
-	chunk := strconv.AppendInt(make([]byte, 0, n+24), int64(n), 16)
-	chunk = append(chunk, '\r', '\n')
-	chunk = append(chunk, w.buf.Bytes()...)
-	chunk = append(chunk, '\r', '\n')
+	var chunk []byte
+	if w.close1_0 {
+		chunk = append(make([]byte, 0, n), w.buf.Bytes()...)
+	} else {
+		chunk = strconv.AppendInt(make([]byte, 0, n+24), int64(n), 16)
+		chunk = append(chunk, '\r', '\n')
+		chunk = append(chunk, w.buf.Bytes()...)
+		chunk = append(chunk, '\r', '\n')
+	}
 	w.reset()
 	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
 		return err
@@ -198,13 +209,17 @@ func (w *sseWriter) flushChunk() error {
 	return w.conn.SetWriteDeadline(time.Time{})
 }
 
-// finish ends a detached stream's body (the last chunk), best effort.
+// finish ends a detached stream's body (the last chunk; HTTP/1.0's ends
+// with the connection), best effort.
 func (w *sseWriter) finish() {
 	if w.conn == nil {
 		return
 	}
 	if w.buf.Len() > 0 {
 		_ = w.flushChunk()
+	}
+	if w.close1_0 {
+		return
 	}
 	_ = w.conn.SetWriteDeadline(time.Now().Add(time.Second))
 	_, _ = w.conn.Write([]byte("0\r\n\r\n"))

@@ -6,6 +6,7 @@ package devdb
 // lives, starts it, and creates refundd's database in it.
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
 	"database/sql"
@@ -17,6 +18,7 @@ import (
 	"os/user"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"syscall"
 	"time"
 
@@ -80,10 +82,25 @@ func startPrivateCluster(ctx context.Context, dataDir string, logger *slog.Logge
 	if err != nil {
 		return nil, nil, err
 	}
-	if started {
+	owner := filepath.Join(home, ownerFile)
+	switch pid, alive := ownerAlive(owner); {
+	case started:
 		logger.Info("PostgreSQL started", "dir", cluster.Dir, "took", time.Since(t0).Round(time.Millisecond))
-	} else {
-		logger.Info("PostgreSQL already running; reusing it and leaving it running", "dir", cluster.Dir)
+	case alive:
+		logger.Info("PostgreSQL already running for another refundd; reusing it and leaving it to that one", "dir", cluster.Dir, "owner_pid", pid)
+	default:
+		// Its owner was killed (or it was started by hand): nobody would
+		// ever stop it. It is ours now, stopped when we stop.
+		logger.Warn("PostgreSQL left running by a refundd that is gone; taking it over, and stopping it when done", "dir", cluster.Dir, "owner_pid", pid)
+		cluster.Adopt()
+		started = true
+	}
+	if started {
+		if err := writeOwner(owner); err != nil {
+			stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
+			defer cancel()
+			return nil, nil, errors.Join(err, cluster.Stop(stopCtx))
+		}
 	}
 	stop := func() {
 		stopCtx, cancel := context.WithTimeout(context.WithoutCancel(ctx), time.Minute)
@@ -91,10 +108,64 @@ func startPrivateCluster(ctx context.Context, dataDir string, logger *slog.Logge
 		if err := cluster.Stop(stopCtx); err != nil {
 			logger.Error("stop PostgreSQL", "err", err)
 		} else if started {
+			os.Remove(owner)
 			logger.Info("PostgreSQL stopped", "dir", cluster.Dir)
 		}
 	}
 	return cluster, stop, nil
+}
+
+// ownerFile, beside the cluster, names the refundd process that started
+// it (its pid and start time), so the next one can tell a cluster in use
+// from one whose owner was killed.
+const ownerFile = "pg.owner"
+
+// writeOwner records this process as the cluster's owner.
+func writeOwner(path string) error {
+	pid := os.Getpid()
+	if err := os.WriteFile(path, []byte(fmt.Sprintf("%d %s\n", pid, procStart(pid))), 0o644); err != nil {
+		return fmt.Errorf("devdb: record the cluster's owner: %w", err)
+	}
+	return nil
+}
+
+// ownerAlive reads the owner file: the owner's pid, and whether that
+// process still runs (the same process: same pid and start time).
+func ownerAlive(path string) (int, bool) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return 0, false
+	}
+	var pid int
+	var start string
+	if n, _ := fmt.Sscan(string(b), &pid, &start); n < 1 || pid <= 0 || pid == os.Getpid() {
+		return pid, false
+	}
+	if err := syscall.Kill(pid, 0); err != nil && !errors.Is(err, syscall.EPERM) {
+		return pid, false
+	}
+	return pid, procStart(pid) == start
+}
+
+// procStart is when process pid started, in clock ticks since boot
+// (/proc/PID/stat, field 22), to tell it from a later process that got
+// the same pid; "" where /proc cannot say.
+func procStart(pid int) string {
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		return ""
+	}
+	// The command name (field 2) may hold spaces; the fields after its
+	// closing parenthesis are plain.
+	i := bytes.LastIndexByte(b, ')')
+	if i < 0 {
+		return ""
+	}
+	fields := strings.Fields(string(b[i+1:]))
+	if len(fields) < 20 {
+		return ""
+	}
+	return fields[19]
 }
 
 // clusterHome is the folder the private cluster lives under: dataDir,

@@ -109,6 +109,10 @@ func (c *Cluster) Stop(ctx context.Context) error {
 	return c.pgctl(ctx, "-D", c.Dir, "-m", "fast", "-w", "stop")
 }
 
+// Adopt makes the cluster's running server this Cluster's to stop, as if
+// Start had launched it: for one whose owner is gone.
+func (c *Cluster) Adopt() { c.started = true }
+
 // Kill stops the cluster's server whoever started it, without waiting for
 // clients: for throwaway clusters whose owner is gone.
 func (c *Cluster) Kill(ctx context.Context) error {

@@ -59,6 +59,10 @@ var (
 	})
 )
 
+// The web server (package main).
+var WriteTimeouts = counter("refundd_http_write_timeouts_total",
+	"Connections cut because their client did not read a response within WRITE_TIMEOUT (streams count in refundd_stream_slow_cuts_total).")
+
 // The executor and the append path (agent, store).
 var (
 	Claims       = counter("refundd_claims_total", "Runs claimed by this process's executor.")

@@ -37,7 +37,7 @@ func StartProvider(tb testing.TB, db *sqlx.DB, faults payments.Faults, timeout t
 	// Cleanups run last-in first-out: end held answers before srv.Close
 	// waits for them.
 	tb.Cleanup(sim.Close)
-	c := payments.NewClient(srv.URL, timeout)
+	c := payments.NewClient(srv.URL, timeout).WithSecret(sim.Secret())
 	tb.Cleanup(c.Close)
 	return &Provider{Sim: sim, URL: srv.URL, Client: c}
 }

@@ -1,0 +1,134 @@
+package handlers
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"strconv"
+	"strings"
+	"testing"
+	"unicode/utf8"
+
+	"github.com/labstack/echo/v4"
+
+	"github.com/refundd/refundd/store"
+)
+
+// formFields are the names of every form field and query parameter the
+// handlers read.
+var formFields = []string{"action", "after", "amount", "before", "email", "grant", "limit", "name", "next", "on",
+	"order_id", "page", "password", "q", "queue_after", "reason", "request_id", "role", "run", "start", "state", "v"}
+
+// FuzzClientText sends one text in every form field, query parameter and
+// JSON field (the API's bodies' and their decision reason): checkClientText
+// passes it unchanged exactly when store.ValidText accepts it, and refuses
+// it otherwise with a 422 naming the field. Spliced raw into JSON, it is
+// never decoded into a rewritten text (U+FFFD in place of bad bytes or a
+// lone surrogate).
+func FuzzClientText(f *testing.F) {
+	for _, s := range []string{"plain", "a\x00b", "caf\xff", "\x1b[31m", "line\nnext\ttab", "\\ud800", "\\ud83d\\ude00",
+		"\\u0000", "\ufffd", "\\\\ud800", "x\r\ny", "\u0085"} {
+		f.Add(s)
+	}
+	jsonFields := append(jsonFields(reflect.TypeFor[apiStartBody]()), "refunds[0].order_id", "refunds[0].amount")
+	f.Fuzz(func(t *testing.T, s string) {
+		valid := store.ValidText(s, true) == nil
+		for _, field := range formFields {
+			got, err := passForm(field, s, true)
+			checkPassed(t, "form field "+field, field, s, got, err, valid)
+			got, err = passForm(field, s, false)
+			checkPassed(t, "query parameter "+field, field, s, got, err, valid)
+		}
+		for _, field := range jsonFields {
+			body := jsonBody(field, strconv.Quote(s))
+			if utf8.ValidString(s) {
+				// strconv.Quote is JSON for valid UTF-8 but for \x escapes.
+				b, _ := json.Marshal(s)
+				body = jsonBody(field, string(b))
+			}
+			got, err := passJSON(body, field)
+			if utf8.ValidString(s) {
+				checkPassed(t, "JSON field "+field, field, s, got, err, valid)
+			}
+			// s spliced raw: whatever it decodes to passes only as itself.
+			raw := jsonBody(field, `"`+s+`"`)
+			if got, err := passJSON(raw, field); err == nil && json.Valid([]byte(raw)) {
+				if !utf8.ValidString(raw) || store.ValidText(got, true) != nil ||
+					strings.Count(got, "\ufffd") > strings.Count(s, "\ufffd")+strings.Count(strings.ToLower(s), `\ufffd`) {
+					t.Errorf("JSON %q passed as %q: rewritten or not text", raw, got)
+				}
+			}
+		}
+	})
+}
+
+// checkPassed checks one field's fate: passed unchanged when valid, else a
+// 422 naming it.
+func checkPassed(t *testing.T, what, field, sent, got string, err error, valid bool) {
+	t.Helper()
+	switch {
+	case valid && err != nil:
+		t.Errorf("%s %q refused: %v", what, sent, err)
+	case valid && got != sent:
+		t.Errorf("%s %q reached the handler as %q", what, sent, got)
+	case !valid && err == nil:
+		t.Errorf("%s %q passed; want a 422", what, sent)
+	case !valid && (store.ErrorCode(err) != store.CodeInvalid || !strings.Contains(err.Error(), strconv.Quote(field))):
+		t.Errorf("%s %q refused with %v; want the 422 naming %q", what, sent, err, field)
+	}
+}
+
+// passForm runs checkClientText over s in field, as a form (or query)
+// value, and returns what the handler then reads.
+func passForm(field, s string, form bool) (string, error) {
+	v := url.Values{field: {s}}.Encode()
+	req := httptest.NewRequest(http.MethodGet, "/?"+v, nil)
+	if form {
+		req = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(v))
+		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationForm)
+	}
+	var got string
+	err := checkClientText(func(c echo.Context) error {
+		got = c.FormValue(field)
+		return nil
+	})(echo.New().NewContext(req, httptest.NewRecorder()))
+	return got, err
+}
+
+// passJSON runs checkClientText over a JSON body and returns the string
+// the handler decodes at path ("a" or "refunds[0].a").
+func passJSON(body, path string) (string, error) {
+	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
+	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	var got string
+	err := checkClientText(func(c echo.Context) error {
+		data, _ := io.ReadAll(c.Request().Body)
+		var doc map[string]any
+		if json.Unmarshal(data, &doc) != nil {
+			return nil
+		}
+		outer, inner, nested := strings.Cut(path, "[0].")
+		if !nested {
+			got, _ = doc[outer].(string)
+			return nil
+		}
+		if list, _ := doc[outer].([]any); len(list) > 0 {
+			m, _ := list[0].(map[string]any)
+			got, _ = m[inner].(string)
+		}
+		return nil
+	})(echo.New().NewContext(req, httptest.NewRecorder()))
+	return got, err
+}
+
+// jsonBody is a JSON object holding value (JSON text) at path.
+func jsonBody(path, value string) string {
+	outer, inner, nested := strings.Cut(path, "[0].")
+	if nested {
+		return `{"` + outer + `":[{"` + inner + `":` + value + `}]}`
+	}
+	return `{"` + path + `":` + value + `}`
+}
