@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -137,4 +138,154 @@ func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
 		t.Errorf("provider ledger = %d refunds, want 1", got)
 	}
 	e.verify()
+}
+
+// lookupTimes is a Provider that records when each lookup was made.
+type lookupTimes struct {
+	payments.Provider
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (c *lookupTimes) Lookup(ctx context.Context, key string) (payments.Receipt, error) {
+	c.mu.Lock()
+	c.calls = append(c.calls, time.Now())
+	c.mu.Unlock()
+	return c.Provider.Lookup(ctx, key)
+}
+
+// since is the lookups made at or after t.
+func (c *lookupTimes) since(t time.Time) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Time
+	for _, at := range c.calls {
+		if !at.Before(t) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// records keeps the log records an executor writes.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+
+// count is how many records at level say what.
+func (r *records) count(level slog.Level, what string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level == level && strings.Contains(rec.Message, what) {
+			n++
+		}
+	}
+	return n
+}
+
+// The issue's reproduction: a cancel arrives while the refund's outcome is
+// unknown (too late to stop it), and the provider does not answer
+// lookups. The worker used to log an ERROR every second and ask again at
+// once; it backs off, with one warning per try and no error.
+func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Latency: 10 * time.Second})
+	const base = 100 * time.Millisecond
+	lookups := &lookupTimes{Provider: e.client}
+	logs := &records{}
+	x := agent.New(agent.Config{Concurrency: 2, Poll: 20 * time.Millisecond, ApprovalThreshold: 1 << 40,
+		ProviderTimeout: 200 * time.Millisecond, RetryBase: base, RetryMax: 800 * time.Millisecond},
+		e.s, lookups, nil, nil, slog.New(logs))
+	x.Start(context.Background())
+	t.Cleanup(x.Stop)
+	run := e.start(300)
+	e.waitState(run.ID, store.StateReconciling)
+	if err := e.sim.SetFaults(payments.Faults{Latency: 10 * time.Second, LookupError5xxNext: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	canceled := time.Now()
+	if _, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the window whose lookups are counted
+	calls := lookups.since(canceled)
+	t.Logf("%d lookups in the 3 s after the cancel", len(calls))
+	// Waits double from base to 800 ms, each drawn from its upper half:
+	// about six lookups in three seconds; without backoff, dozens.
+	if len(calls) < 2 || len(calls) > 10 {
+		t.Errorf("%d lookups in 3 s after the cancel, want 2..10 (backing off)", len(calls))
+	}
+	// The cancel itself makes the run due at once (a new command), so the
+	// first pause may be short; the later ones grow.
+	if n := len(calls); n >= 3 {
+		if gap := calls[n-1].Sub(calls[n-2]); gap < 2*base {
+			t.Errorf("the last pause between lookups is %v, want at least %v (backing off)", gap, 2*base)
+		}
+	}
+	if n := logs.count(slog.LevelError, ""); n != 0 {
+		t.Errorf("%d ERROR records, want none for a lookup the provider did not answer", n)
+	}
+	failed := e.sim.Faults().LookupError5xxNext
+	if warns, tries := logs.count(slog.LevelWarn, "provider lookup failed"), 1000-failed; warns < tries-1 || warns > tries {
+		t.Errorf("%d warnings for %d unanswered lookups, want one each", warns, tries)
+	}
+	// The provider answers again: it never had the refund, and the cancel
+	// came too late to stop it, so it is sent again with the same key.
+	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+}
+
+// A provider call that cannot be recorded first is not made: the run
+// neither reaches the provider nor says it is verifying a result, and goes
+// on once calls can be recorded again.
+func TestExecutor_UnrecordableCallIsNotMade(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	for _, q := range []string{
+		`CREATE FUNCTION refuse_call() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no calls today'; END $$`,
+		`CREATE TRIGGER refuse_call BEFORE INSERT ON provider_calls FOR EACH ROW EXECUTE FUNCTION refuse_call()`,
+	} {
+		if _, err := e.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40}, nil)
+	run := e.start(100)
+	e.waitState(run.ID, store.StateSubmitting)
+	testkit.WaitUntil(t, "a few tries", 20*time.Second, func() bool {
+		var n int
+		return e.db.Get(&n, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'step.attempt' AND payload->>'step' = 'submitting'`, run.ID) == nil && n >= 1
+	})
+	time.Sleep(500 * time.Millisecond) // retries of the refused step
+	if got := len(e.ledger()); got != 0 {
+		t.Fatalf("provider ledger = %d refunds while no call could be recorded, want 0", got)
+	}
+	if types := strings.Join(e.types(run.ID), ","); strings.Contains(types, store.EventOperationReconciling) {
+		t.Fatalf("business events %s: a call never made is being verified", types)
+	}
+	if _, err := e.db.Exec(`DROP TRIGGER refuse_call ON provider_calls`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
 }
