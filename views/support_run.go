@@ -152,7 +152,8 @@ func byUser(ev store.Event) (int64, bool) {
 }
 
 // actorOf says who acted in an event, as staff read it: a person by name
-// and role, the approval policy, the agent or the payment provider.
+// and role, the system (the approval policy), the agent or the payment
+// provider.
 func (d *SupportRun) actorOf(ev store.Event) string {
 	if id, ok := byUser(ev); ok {
 		return d.person(id)
@@ -162,7 +163,7 @@ func (d *SupportRun) actorOf(ev store.Event) string {
 		return d.person(d.Snap.Run.OwnerID)
 	case store.EventApprovalGranted:
 		if d := store.DeciderOf(ev); d != nil && d.System {
-			return "the approval policy"
+			return "the system" // the approval policy, as the run page names it (words.go)
 		}
 		return "an approver"
 	case store.EventCancelRequested:
