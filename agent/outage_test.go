@@ -2,6 +2,7 @@ package agent_test
 
 import (
 	"context"
+	"log/slog"
 	"strings"
 	"sync"
 	"testing"
@@ -137,4 +138,67 @@ func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
 		t.Errorf("provider ledger = %d refunds, want 1", got)
 	}
 	e.verify()
+}
+
+// retryWaits is a slog.Handler that keeps the wait of every "will retry"
+// the executor decides on after a refusal.
+type retryWaits struct {
+	mu    sync.Mutex
+	waits []time.Duration
+}
+
+func (r *retryWaits) Enabled(context.Context, slog.Level) bool { return true }
+func (r *retryWaits) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *retryWaits) WithGroup(string) slog.Handler            { return r }
+func (r *retryWaits) Handle(_ context.Context, rec slog.Record) error {
+	if !strings.Contains(rec.Message, "will retry") {
+		return nil
+	}
+	rec.Attrs(func(a slog.Attr) bool {
+		if a.Key == "retry_in" {
+			r.mu.Lock()
+			r.waits = append(r.waits, a.Value.Duration())
+			r.mu.Unlock()
+		}
+		return true
+	})
+	return nil
+}
+
+// TestExecutor_RecoveryTriedWithinTheCap: the provider's fault switch
+// refuses the next six refunds, long enough that doubling from the
+// default 500 ms would wait 8-16 s before the sixth try (after a 30 s
+// outage the refund came 21-23 s after recovery). With the default
+// settings no wait is longer than RetryMax (3 s), so with a poll the
+// provider is tried again within 4 s of answering again; the run then
+// completes after exactly seven calls, one refund.
+func TestExecutor_RecoveryTriedWithinTheCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Error5xxNext: 6})
+	calls := &callTimes{Provider: e.client}
+	rec := &retryWaits{}
+	x := agent.New(agent.Config{ApprovalThreshold: 1 << 40, Concurrency: 1, ProviderTimeout: 2 * time.Second},
+		e.s, calls, nil, nil, slog.New(rec))
+	x.Start(context.Background())
+	t.Cleanup(x.Stop)
+	run := e.start(100)
+	testkit.WaitRunState(t, e.s, run.ID, store.StateCompleted, 2*time.Minute)
+
+	rec.mu.Lock()
+	defer rec.mu.Unlock()
+	if len(rec.waits) != 6 || len(calls.gaps()) != 6 {
+		t.Fatalf("%d waits decided, %d refund calls; want 6 refusals, each followed by a wait, then the 7th call taken", len(rec.waits), len(calls.gaps())+1)
+	}
+	for i, w := range rec.waits {
+		// The default poll (1 s) finds a run once its wait is over.
+		if w+time.Second >= 5*time.Second {
+			t.Errorf("wait after refusal %d = %s, want it and a poll (1 s) under 5 s (waits: %v)", i+1, w, rec.waits)
+		}
+	}
+	if last := rec.waits[5]; last < agent.DefaultRetryMax/2 {
+		t.Errorf("the last wait = %s, want the cap's upper half: the backoff reached the cap (waits: %v)", last, rec.waits)
+	}
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
 }
