@@ -83,9 +83,11 @@ type Config struct {
 	// NARRATION_PACE: the built-in narrator's delay per word, so a page
 	// shows the words arriving; 0 narrates as fast as appends commit.
 	NarrationPace time.Duration
-	// DB_POOL_SIZE: the most database connections one process opens;
-	// processes × this must fit PostgreSQL's max_connections.
-	DBPoolSize int
+	// DB_POOL_SIZE: the most database connections one process opens
+	// for its work; DB_STREAM_POOL_SIZE: those of the stream pool (the
+	// streams' log reads and their wake-ups) besides. Processes × both
+	// must fit PostgreSQL's max_connections.
+	DBPoolSize, DBStreamPoolSize int
 	// MAX_CONNECTIONS: the HTTP connections the web server holds at once;
 	// past it new ones wait to be accepted. Default: the open-file limit
 	// less a reserve for the database pool, the listener and files.
@@ -252,6 +254,7 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 	c.WorkerSlots = count(env, p, "WORKER_SLOTS", 8)
 	c.NarrationPace = atLeast(env, p, "NARRATION_PACE", 40*time.Millisecond, 0)
 	c.DBPoolSize = count(env, p, "DB_POOL_SIZE", store.DefaultPoolSize)
+	c.DBStreamPoolSize = count(env, p, "DB_STREAM_POOL_SIZE", store.DefaultStreamPoolSize)
 	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
 	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
 		p.add("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)
@@ -266,9 +269,9 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 // database connections, and connections for pages and health checks.
 func (c *Config) readLimits(env func(string) string, p *problems) {
 	files := openFileLimit()
-	// The pool, the listener, and 64 for the health listener's
+	// The pools, the listener, and 64 for the health listener's
 	// connections (healthMaxConnections), files, logs and outgoing clients.
-	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-1-64, 64))
+	c.MaxConnections = count(env, p, "MAX_CONNECTIONS", max(files-c.DBPoolSize-c.DBStreamPoolSize-1-64, 64))
 	c.MaxStreams = count(env, p, "MAX_STREAMS", c.MaxConnections-max(c.MaxConnections/10, 16))
 	c.MaxStreamsPerUser = count(env, p, "MAX_STREAMS_PER_USER", stream.DefaultMaxPerUser)
 	c.StreamRetry = atLeast(env, p, "STREAM_RETRY", stream.DefaultRetry, 100*time.Millisecond)

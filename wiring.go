@@ -34,14 +34,33 @@ import (
 // The returned close function closes the pool and stops the cluster if this
 // call started it; it uses its own deadline, so it works after ctx ended.
 func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Store, func(), error) {
+	var (
+		st      *store.Store
+		closeDB func()
+		err     error
+	)
 	if cfg.DatabaseURL == "" {
-		return devdb.OpenPrivate(ctx, cfg.DataDir, logger)
+		st, closeDB, err = devdb.OpenPrivate(ctx, cfg.DataDir, logger)
+	} else {
+		st, err = store.Open(ctx, cfg.DatabaseURL, store.PoolSize(cfg.DBPoolSize), store.StreamPoolSize(cfg.DBStreamPoolSize))
+		closeDB = func() { st.Close() }
 	}
-	st, err := store.Open(ctx, cfg.DatabaseURL, store.PoolSize(cfg.DBPoolSize))
 	if err != nil {
 		return nil, nil, err
 	}
-	return st, func() { st.Close() }, nil
+	// The pools' statistics in /metrics, for as long as they are open.
+	pools := st.PoolCollectors()
+	for _, c := range pools {
+		if err := metrics.Registry.Register(c); err != nil {
+			logger.Warn("database pool statistics not in /metrics", "err", err)
+		}
+	}
+	return st, func() {
+		for _, c := range pools {
+			metrics.Registry.Unregister(c)
+		}
+		closeDB()
+	}, nil
 }
 
 // openReady opens the database for a part that must not run on an
@@ -86,6 +105,8 @@ func startListener(ctx context.Context, st *store.Store, logger *slog.Logger) (*
 	if err := l.Start(ctx); err != nil {
 		return nil, fmt.Errorf("listen for notifications: %w", err)
 	}
+	// What this process commits wakes its own streams at once.
+	st.WakeLocal(l)
 	return l, nil
 }
 

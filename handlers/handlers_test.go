@@ -105,6 +105,7 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 			t.Fatal(err)
 		}
 		t.Cleanup(l.Stop)
+		st.WakeLocal(l) // as the process wires it
 		cfg.Listener = l
 	}
 	if x := setup.executor; x != nil {

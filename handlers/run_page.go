@@ -16,12 +16,23 @@ func (h *Handler) showRunPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	snap, err := h.store.Snapshot(c.Request().Context(), run.ID)
-	if err != nil {
-		return err
-	}
+	// The latest narration only, the rest on demand: the page links to it.
+	ctx := c.Request().Context()
 	u := currentUser(c)
-	v := views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
+	var v *views.RunView
+	if c.QueryParam("narration") == "all" {
+		snap, err := h.store.Snapshot(ctx, run.ID)
+		if err != nil {
+			return err
+		}
+		v = views.NewRunViewAllNarration(snap, access == AccessFull, viewerOf(u, run, access))
+	} else {
+		snap, err := h.store.SnapshotPage(ctx, run.ID, views.NarrationShown)
+		if err != nil {
+			return err
+		}
+		v = views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
+	}
 	// A decision made without JavaScript comes back here: its answer goes
 	// next to the buttons, and is gone at the next render from the log.
 	v.Answer = h.takeAnswer(c, run.ID)

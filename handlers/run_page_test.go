@@ -10,6 +10,7 @@ import (
 
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 func TestRunPage(t *testing.T) {
@@ -200,5 +201,39 @@ func checkEventsExpired(t *testing.T, a *streamApp, get func(t *testing.T, query
 	}
 	if p, _ := get(t, "?after=5", http.StatusOK); p.Next != 5 {
 		t.Errorf("after the covering seq: %+v, want an empty page", p)
+	}
+}
+
+// TestRunPage_LongNarrationShowsTheLatest: a run with more narration than
+// the page shows renders only the latest pieces, says how many earlier
+// ones are kept, and links to a page with all of them.
+func TestRunPage_LongNarrationShowsTheLatest(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{})
+	c := a.customerClient(t)
+	const extra = 7
+	a.narrate(t, 1, views.NarrationShown+extra) // seq 2 …
+	doc := a.get(t, c, "/runs/"+a.run.ID.String()).doc(t)
+	chunks := doc.Find("#narration span")
+	if got := chunks.Length(); got != views.NarrationShown {
+		t.Errorf("the page shows %d pieces of narration, want the latest %d", got, views.NarrationShown)
+	}
+	if got, _ := chunks.First().Attr("data-seq"); got != strconv.Itoa(2+extra) {
+		t.Errorf("the first piece shown is seq %s, want %d (the earliest of the latest)", got, 2+extra)
+	}
+	note := doc.Find("#narration-earlier").Text()
+	if !strings.Contains(note, strconv.Itoa(extra)+" earlier ones are kept") {
+		t.Errorf("the note says %q, want how many earlier pieces are kept", note)
+	}
+	href, _ := doc.Find("#narration-earlier a").Attr("href")
+	if want := views.AllNarrationURL(a.run.ID); href != want {
+		t.Fatalf("the link goes to %q, want %q", href, want)
+	}
+	all := a.get(t, c, href).doc(t)
+	if got := all.Find("#narration span").Length(); got != views.NarrationShown+extra {
+		t.Errorf("following the link shows %d pieces, want all %d", got, views.NarrationShown+extra)
+	}
+	if all.Find("#narration-earlier").Length() != 0 {
+		t.Error("the page with all narration still says some is not shown")
 	}
 }

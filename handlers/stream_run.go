@@ -171,12 +171,12 @@ func (r *runView) Reset(ctx context.Context, snap *store.Snapshot, banner bool) 
 	return data, err
 }
 
-func (r *runView) Event(ctx context.Context, ev store.Event) (string, []byte, error) {
+func (r *runView) Event(ctx context.Context, ev store.Event, frames *stream.Frames) (string, []byte, error) {
 	if r.access != AccessFull && ev.Type == store.EventNarrationDelta {
 		return "", nil, nil
 	}
 	r.v.Apply(ev)
-	return r.f.event(ctx, r.v, ev)
+	return r.f.event(ctx, r.v, ev, frames)
 }
 
 // Recheck reloads the user through the credential the stream came with (a
@@ -259,8 +259,9 @@ func (h *Handler) recheckStreams(ctx context.Context, subs []*stream.Sub) {
 // streamFormat renders what a run's stream sends.
 type streamFormat interface {
 	// event renders one event for a viewer with the view v (already moved
-	// past ev); nil data sends nothing.
-	event(ctx context.Context, v *views.RunView, ev store.Event) (name string, data []byte, err error)
+	// past ev); nil data sends nothing. What does not depend on the viewer
+	// is encoded once, through frames.
+	event(ctx context.Context, v *views.RunView, ev store.Event, frames *stream.Frames) (name string, data []byte, err error)
 	reset(ctx context.Context, v *views.RunView, snap *store.Snapshot, access Access, banner bool) ([]byte, error)
 	closing(ctx context.Context, r stream.Reason) ([]byte, error)
 	// answersDenialInStream: a browser's stream must end a denial with the
@@ -296,8 +297,15 @@ type htmlStream struct{}
 func (htmlStream) answersDenialInStream() bool { return true }
 func (htmlStream) rendersPage() bool           { return true }
 
-func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
-	data, err := renderBytes(ctx, views.StreamEvent(v, ev))
+func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event, frames *stream.Frames) (string, []byte, error) {
+	render := func() ([]byte, error) { return renderBytes(ctx, views.StreamEvent(v, ev)) }
+	if ev.Type == store.EventNarrationDelta && v.Full && v.ShowsNarration(ev) {
+		// A narration chunk reads the same to everyone who sees it; a
+		// business event's panels are in each viewer's words.
+		data, err := frames.Get("html narration", render)
+		return "", data, err
+	}
+	data, err := render()
 	return "", data, err
 }
 
@@ -319,9 +327,9 @@ type jsonStream struct{}
 func (jsonStream) answersDenialInStream() bool { return false }
 func (jsonStream) rendersPage() bool           { return false }
 
-func (jsonStream) event(_ context.Context, v *views.RunView, ev store.Event) (string, []byte, error) {
+func (jsonStream) event(_ context.Context, v *views.RunView, ev store.Event, frames *stream.Frames) (string, []byte, error) {
 	if v.Full {
-		b, err := json.Marshal(ev)
+		b, err := frames.Get("json", func() ([]byte, error) { return json.Marshal(ev) })
 		return "", b, err
 	}
 	var final *string

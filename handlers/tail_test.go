@@ -80,6 +80,36 @@ func TestStream_ReadsPerWakeupDoNotGrowWithWatchers(t *testing.T) {
 	}
 }
 
+// TestStream_EncodesOncePerEventAndFormat: the watchers of a run in one
+// process get an event's bytes encoded once per stream format (the tail's
+// shared stream.Frames), not once per watcher: N watchers of the API's JSON
+// and N of the page's HTML cost two encodings per narration event whether N
+// is 1 or 10. Not parallel: it counts the process's metrics.
+func TestStream_EncodesOncePerEventAndFormat(t *testing.T) {
+	const appends = 5
+	for _, n := range []int{1, 10} {
+		a := newStreamApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: 2 * n}}, withListener())
+		c := a.customerClient(t)
+		conns := make([]*sseConn, 0, 2*n)
+		for range n {
+			conns = append(conns, a.open(t, c, jsonStreamPath(a.run.ID, "1"), ""),
+				a.open(t, c, htmlStreamPath(a.run.ID, "1"), ""))
+		}
+		a.narrate(t, 1, 1)
+		waitAll(t, conns, 2)
+		e0 := testutil.ToFloat64(metrics.StreamEncodes)
+		for i := range appends {
+			a.narrate(t, 2+i, 1)
+			waitAll(t, conns, int64(3+i))
+		}
+		got := testutil.ToFloat64(metrics.StreamEncodes) - e0
+		t.Logf("%d JSON and %d HTML watchers: %v encodings for %d events", n, n, got, appends)
+		if got != 2*appends {
+			t.Errorf("%d watchers of each format: %v encodings for %d events, want %d (one per event and format)", n, got, appends, 2*appends)
+		}
+	}
+}
+
 // serverGoroutines counts the goroutines of the web server's side of the
 // connections and of the handlers.
 func serverGoroutines() int {

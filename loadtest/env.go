@@ -205,7 +205,7 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 		progress = stdout
 	}
 	raiseFileLimit()
-	if need := uint64(o.watchers) + 200; o.mode == "watchers" && fileLimit() < need {
+	if need := uint64(o.watchers) + 200; (o.mode == "watchers" || o.mode == "approvals") && fileLimit() < need {
 		return fmt.Errorf("%d watchers need %d open files, but the limit is %d (raise `ulimit -n`)", o.watchers, need, fileLimit())
 	}
 	if need := stormFiles(o.watchers); o.mode == "storm" && fileLimit() < need {
@@ -232,6 +232,11 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 	case "storm":
 		var s *stormSummary
 		if s, err = runStorm(ctx, e); s != nil {
+			summary = s
+		}
+	case "approvals":
+		var s *approvalsSummary
+		if s, err = runApprovals(ctx, e); s != nil {
 			summary = s
 		}
 	}

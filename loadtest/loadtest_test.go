@@ -128,6 +128,44 @@ func TestRunsMode_CompletesRunsAgainstRefundd(t *testing.T) {
 	}
 }
 
+// TestApprovalsMode_EveryWatcherHearsTheApproval: against refundd dev
+// asking for approval of every refund, each approval reaches every
+// watcher of its run, and the summary says when the last one heard it.
+func TestApprovalsMode_EveryWatcherHearsTheApproval(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, err := buildRefundd(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{o: &options{}, dir: dir, bin: bin, dbURL: storetest.URL(t), sessionKey: strings.Repeat("k", 32)}
+	dev, err := e.startRefundd(ctx, "dev", map[string]string{"NARRATION_PACE": "0", "APPROVAL_THRESHOLD": "1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dev.stop()
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-mode", "approvals", "-url", dev.url, "-database-url", e.dbURL,
+		"-watchers", "5", "-approvals", "2", "-json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("loadtest exited %d; stderr:\n%s\nrefundd's log:\n%s", code, stderr.String(), dev.lastLog())
+	}
+	var sum approvalsSummary
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum); err != nil {
+		t.Fatalf("summary %q: %v", stdout.String(), err)
+	}
+	if sum.Missing != 0 || len(sum.Lasts) != 2 {
+		t.Errorf("%d watchers missed an approval, %d approvals measured; want 0 and 2", sum.Missing, len(sum.Lasts))
+	}
+	for i, ms := range sum.Lasts {
+		if ms <= 0 {
+			t.Errorf("approval %d: the last watcher heard it %v ms after the POST, want a time after it", i+1, ms)
+		}
+	}
+}
+
 func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -135,7 +173,9 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		want string
 	}{
 		{[]string{"-watchers", "20000"}, "-watchers must be between 1 and 10000, got 20000"},
-		{[]string{"-mode", "soak"}, `-mode must be watchers, runs or storm, got "soak"`},
+		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm or approvals, got "soak"`},
+		{[]string{"-appender", "eventually"}, `-appender must be async or durable, got "eventually"`},
+		{[]string{"-mode", "approvals", "-approvals", "500"}, "-approvals must be between 1 and 200, got 500"},
 		{[]string{"-url", "http://127.0.0.1:8080"}, "-url needs -database-url"},
 		{[]string{"-mode", "runs", "-workers", "16", "-pool", "16"}, "exceed PostgreSQL's max_connections"},
 	} {

@@ -23,6 +23,8 @@ import (
 	"strings"
 	"syscall"
 	"time"
+
+	"github.com/refundd/refundd/store"
 )
 
 // options are the flags, each bounded.
@@ -49,7 +51,11 @@ type options struct {
 	stream   string
 	from     string
 	bare     bool
+	appender string
 	profile  string // a folder for CPU profiles of the opening
+
+	// approvals
+	approvals int
 
 	// storm
 	signal string
@@ -77,7 +83,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts) or storm (streams across a serve killed and restarted)")
+	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) or approvals (an approval reaching -watchers streams of its run in refundd dev)")
 	fs.StringVar(&o.url, "url", "", "a running refundd's base URL; empty starts refundd processes of its own")
 	fs.StringVar(&o.databaseURL, "database-url", "", "that refundd's DATABASE_URL (required with -url)")
 	fs.StringVar(&o.token, "token", "", "an API token (Bearer) instead of logging in; one customer")
@@ -99,14 +105,16 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
 	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
+	fs.StringVar(&o.appender, "appender", "async", "watchers: how events are appended, async (store.AppendNarration: batched, asynchronous commits, as narration is) or durable (store.Append: one commit each, flushed, as business events are)")
+	fs.IntVar(&o.approvals, "approvals", 20, "approvals: runs approved one after another, each watched by -watchers streams (at most 200)")
 	fs.BoolVar(&o.healthAddr, "health-addr", true, "storm: give serve a HEALTH_ADDR and probe /healthz there, as README's deployment does (false: on ADDR)")
 	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")
 
 	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")
 	fs.IntVar(&o.slots, "slots", 8, "runs: WORKER_SLOTS of the own processes (at most 512)")
-	fs.StringVar(&o.pace, "pace", "", "runs: NARRATION_PACE of the own processes, such as 0 or 40ms; empty keeps refundd's default")
+	fs.StringVar(&o.pace, "pace", "", "runs, approvals: NARRATION_PACE of the own processes, such as 0 or 40ms; empty keeps refundd's default")
 	fs.IntVar(&o.workers, "workers", 0, "runs: extra `refundd worker` processes to start (at most 16)")
-	fs.IntVar(&o.pool, "pool", 8, "runs: DB_POOL_SIZE of each own process (at most 64; all processes must fit max_connections=100)")
+	fs.IntVar(&o.pool, "pool", 8, "runs, approvals: DB_POOL_SIZE of each own process (at most 64; all processes must fit max_connections=100)")
 	fs.DurationVar(&o.poll, "poll", time.Second, "runs: the longest wait between polls of a run in flight; they start at 50ms and double (20ms to 5s)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "runs: time before the measuring starts (at most 1m)")
 	if err := fs.Parse(args); err != nil {
@@ -124,8 +132,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func (o *options) validate() error {
-	if o.mode != "watchers" && o.mode != "runs" && o.mode != "storm" {
-		return fmt.Errorf("-mode must be watchers, runs or storm, got %q", o.mode)
+	if o.mode != "watchers" && o.mode != "runs" && o.mode != "storm" && o.mode != "approvals" {
+		return fmt.Errorf("-mode must be watchers, runs, storm or approvals, got %q", o.mode)
+	}
+	if o.appender != "async" && o.appender != "durable" {
+		return fmt.Errorf("-appender must be async or durable, got %q", o.appender)
 	}
 	if o.signal != "kill" && o.signal != "term" {
 		return fmt.Errorf("-signal must be kill or term, got %q", o.signal)
@@ -159,6 +170,7 @@ func (o *options) validate() error {
 		{"-duration (seconds)", o.duration.Seconds(), 1, 600},
 		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
 		{"-rounds", float64(o.rounds), 1, 9},
+		{"-approvals", float64(o.approvals), 1, 200},
 		{"-orders", float64(o.orders), 0, 1000},
 		{"-inflight", float64(o.inflight), 1, 2000},
 		{"-slots", float64(o.slots), 1, 512},
@@ -171,9 +183,9 @@ func (o *options) validate() error {
 			return fmt.Errorf("%s must be between %g and %g, got %g", b.name, b.min, b.max, b.val)
 		}
 	}
-	if o.url == "" && o.mode == "runs" && (o.workers+1)*o.pool+10 > 100 {
-		return fmt.Errorf("%d processes × -pool %d connections (+10 for the load test) exceed PostgreSQL's max_connections of 100: lower -pool or -workers",
-			o.workers+1, o.pool)
+	if o.url == "" && o.mode == "runs" && (o.workers+1)*(o.pool+store.DefaultStreamPoolSize+1)+10 > 100 {
+		return fmt.Errorf("%d processes × (-pool %d + %d stream pool + 1 listener) connections (+10 for the load test) exceed PostgreSQL's max_connections of 100: lower -pool or -workers",
+			o.workers+1, o.pool, store.DefaultStreamPoolSize)
 	}
 	if o.warmup >= o.duration && o.mode == "runs" {
 		return fmt.Errorf("-warmup (%s) must be shorter than -duration (%s)", o.warmup, o.duration)

@@ -159,7 +159,7 @@ func stormMaxStreams(n int) int { return n + 100 }
 // a descriptor per stream in each, the serve's pool, listener and files
 // (config.go's reserve), and room for pages and probes beside the cap.
 func stormFiles(n int) uint64 {
-	return uint64(stormMaxStreams(n) + 16 + store.DefaultPoolSize + 1 + 64 + 100)
+	return uint64(stormMaxStreams(n) + 16 + store.DefaultPoolSize + store.DefaultStreamPoolSize + 1 + 64 + 100)
 }
 
 // runStorm starts a serve, opens the streams and cuts the serve -rounds

@@ -28,6 +28,7 @@ var watchersKeys = []metricKey{
 	{"append_p50_ms", "append → client p50, ms"},
 	{"append_p99_ms", "append → client p99, ms"},
 	{"last_p50_ms", "last watcher of a run gets an event, median of events, ms"},
+	{"last_p90_ms", "last watcher of a run gets an event, p90 of events, ms"},
 	{"last_p99_ms", "last watcher of a run gets an event, p99 of events, ms"},
 	{"reads_per_wakeup", "store reads per wake-up"},
 	{"reads_per_append", "store reads per append"},
@@ -256,6 +257,7 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 	out["append_p50_ms"] = quantile(c.lat, 0.5)
 	out["append_p99_ms"] = quantile(c.lat, 0.99)
 	out["last_p50_ms"] = quantile(last, 0.5)
+	out["last_p90_ms"] = quantile(last, 0.9)
 	out["last_p99_ms"] = quantile(last, 0.99)
 	reads := after["refundd_stream_store_reads_total"] - before["refundd_stream_store_reads_total"]
 	wakeups := after["refundd_stream_wakeups_total"] - before["refundd_stream_wakeups_total"]
@@ -277,9 +279,8 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 // their commits). It returns how many committed; a schedule it cannot keep
 // shows as a lower achieved rate, never as a longer phase.
 func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
-	// Appended as the agents append narration (store.AppendNarration:
-	// batched, asynchronous commits), by enough goroutines to reach the
-	// rate: each waits for its batch to commit.
+	// Appended by enough goroutines to reach the rate: each waits for its
+	// commit (appendOne).
 	const appenders = 64
 	total := int(w.o.rate * w.o.duration.Seconds())
 	w.sent = w.sent[:0]
@@ -292,7 +293,7 @@ func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
 			for k := range jobs {
 				run := w.runs[int(k)%len(w.runs)]
 				text := marker(k, time.Now())
-				if err := w.st.AppendNarration(ctx, run, text); err != nil {
+				if err := w.appendOne(ctx, run, text); err != nil {
 					firstErr.CompareAndSwap(nil, err)
 					continue
 				}
@@ -326,6 +327,18 @@ func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
 	return int(done.Load()), ctx.Err()
 }
 
+// appendOne appends one narration delta carrying text, as -appender says:
+// async as the agents append narration (store.AppendNarration: batched,
+// asynchronous commits), durable as business events are (store.Append:
+// its own commit, flushed).
+func (w *watchRound) appendOne(ctx context.Context, run uuid.UUID, text string) error {
+	if w.o.appender == "durable" {
+		_, err := w.st.Append(ctx, run, store.EventOf(store.NarrationDelta{Text: text}))
+		return err
+	}
+	return w.st.AppendNarration(ctx, run, text)
+}
+
 // sleep waits d or until ctx ends; it reports whether d passed.
 func sleep(ctx context.Context, d time.Duration) bool {
 	t := time.NewTimer(d)
@@ -347,6 +360,7 @@ type watchersSummary struct {
 	Duration string               `json:"duration"`
 	Stream   string               `json:"stream"`
 	From     string               `json:"from"`
+	Appender string               `json:"appender"`
 	Figures  []figure             `json:"figures"`
 	Refundd  []map[string]float64 `json:"refundd_rounds"`
 	Bare     []map[string]float64 `json:"bare_rounds,omitempty"`
@@ -359,8 +373,8 @@ func (s *watchersSummary) String() string {
 	if s.Incomplete != "" {
 		note = "\nINCOMPLETE: " + s.Incomplete + "\n"
 	}
-	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g appends/s for %s, %d rounds, load %s → %s, %.0f s\n%s\n%s",
-		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, note, table(s.Figures))
+	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g %s appends/s for %s, %d rounds, load %s → %s, %.0f s\n%s\n%s",
+		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Appender, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, note, table(s.Figures))
 }
 
 // runWatchers measures refundd and the bare reference in interleaved
@@ -369,7 +383,7 @@ func (s *watchersSummary) String() string {
 func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 	o := e.o
 	sum := &watchersSummary{meta: newMeta(o), Watchers: o.watchers, Runs: o.runs, Rate: o.rate,
-		Duration: o.duration.String(), Stream: o.stream, From: o.from}
+		Duration: o.duration.String(), Stream: o.stream, From: o.from, Appender: o.appender}
 	runs, err := e.watchedRuns(ctx)
 	if err != nil {
 		return nil, err

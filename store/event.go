@@ -179,7 +179,8 @@ ORDER BY e.seq`
 // ErrCursorInvalid. Either way the caller should fall back to a snapshot.
 func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, limit int) ([]Event, error) {
 	limit = pageLimit(limit)
-	stmt, err := s.prepared(ctx, eventsAfterSQL)
+	// On the stream pool: the streams' reads never wait behind writers.
+	stmt, err := s.preparedOn(ctx, s.streams, eventsAfterSQL)
 	if err != nil {
 		return nil, err
 	}
@@ -220,4 +221,21 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 		return nil, err
 	}
 	return out, nil
+}
+
+// scanEvents appends rows of eventColumns to out and closes rows. By
+// hand: a run's whole log is read for every run page, and sqlx's
+// reflection cost more than the rows.
+func scanEvents(rows *sql.Rows, out []Event) ([]Event, error) {
+	defer rows.Close()
+	for rows.Next() {
+		var ev Event
+		var payload []byte
+		if err := rows.Scan(&ev.RunID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt); err != nil {
+			return nil, err
+		}
+		ev.Payload = json.RawMessage(payload)
+		out = append(out, ev)
+	}
+	return out, rows.Err()
 }

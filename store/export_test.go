@@ -49,3 +49,7 @@ const StartWindow = startWindow
 
 // StateAfter is stateAfter, for tests of the states events record.
 func StateAfter(eventType string) string { return stateAfter(eventType) }
+
+// Wake sends one notification through the process's notifier, as a
+// committed transaction's notices are sent.
+func (s *Store) Wake(channel, payload string) { s.notify(notice{channel, payload}) }

@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"log/slog"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -93,8 +94,7 @@ func (l *Listener) dispatch(n *pq.Notification) {
 	}
 	switch n.Channel {
 	case ChannelEvents:
-		runID, _, _ := strings.Cut(n.Extra, ":")
-		wakeAll(l.subs[RunTopic(runID)])
+		l.wakeRunLocked(n.Extra)
 	case channelGrants:
 		wakeAll(l.subs[UserTopic(n.Extra)])
 	case channelWork:
@@ -104,17 +104,49 @@ func (l *Listener) dispatch(n *pq.Notification) {
 	}
 }
 
+// wakeRunLocked wakes the subscribers of a run's topic for a notice of
+// ChannelEvents ("<run_id>:<seq>"), telling function subscribers the seq.
+func (l *Listener) wakeRunLocked(payload string) {
+	runID, seqText, _ := strings.Cut(payload, ":")
+	seq, err := strconv.ParseInt(seqText, 10, 64)
+	if err != nil {
+		seq = SeqUnknown
+	}
+	wakeSeq(l.subs[RunTopic(runID)], seq)
+}
+
+// wakeLocal wakes this process's subscribers of the runs whose appends
+// the process itself just committed (Store.WakeLocal), before the NOTIFY
+// that wakes every process has made its round trip.
+func (l *Listener) wakeLocal(ns []notice) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for _, n := range ns {
+		if n.channel == ChannelEvents {
+			l.wakeRunLocked(n.payload)
+		}
+	}
+}
+
+// SeqUnknown is the seq a run's wake-up carries when it cannot say which
+// seq was committed (a reconnect, a poll): read whatever is new.
+const SeqUnknown int64 = -1
+
 // waker is one subscription: a channel that holds one pending wake-up, or
 // a function called on the listener's goroutine.
 type waker struct {
 	ch chan struct{}
-	fn func()
+	fn func(seq int64)
 }
 
-func wakeAll(set map[*waker]struct{}) {
+func wakeAll(set map[*waker]struct{}) { wakeSeq(set, SeqUnknown) }
+
+// wakeSeq wakes set; function subscribers learn seq, the last seq the
+// commit that woke them appended (or SeqUnknown).
+func wakeSeq(set map[*waker]struct{}, seq int64) {
 	for w := range set {
 		if w.fn != nil {
-			w.fn()
+			w.fn(seq)
 			continue
 		}
 		select {
@@ -132,11 +164,13 @@ func (l *Listener) Subscribe(topics ...string) (<-chan struct{}, func()) {
 }
 
 // SubscribeFunc calls fn whenever topic may have changed, until the
-// function it returns is called. fn runs on the listener's goroutine with
-// the listener locked, so it must return at once and must not call the
-// Listener: it is for a wake-up that needs no goroutine waiting on a
-// channel (a process's shared tail of a run).
-func (l *Listener) SubscribeFunc(topic string, fn func()) (cancel func()) {
+// function it returns is called. fn runs with the listener locked (on the
+// listener's goroutine, or on the one that committed in this process), so
+// it must return at once and must not call the Listener: it is for a
+// wake-up that needs no goroutine waiting on a channel (a process's shared
+// tail of a run). On a run's topic, seq is the last seq the commit
+// appended: a subscriber that has read it already need not read again.
+func (l *Listener) SubscribeFunc(topic string, fn func(seq int64)) (cancel func()) {
 	return l.add(&waker{fn: fn}, []string{topic})
 }
 

@@ -50,11 +50,23 @@ func notifyWork(_ context.Context, tx *txn) error {
 // maxNotices bounds one notifier transaction (and what waits for the next).
 const maxNotices = 1024
 
-// notify queues notices for the notifier. It waits only while the queue is
-// full (PostgreSQL is slower than the commits: back-pressure).
+// WakeLocal makes what this store commits wake l's subscribers of the
+// runs appended to at once, in this process, besides the NOTIFY that wakes
+// every process's listener (l included: its subscribers then find they
+// have read that seq already). The run's watchers here so hear a command
+// made here (an approval, a cancel) without waiting for the round trip,
+// and ahead of the worker the same NOTIFY wakes.
+func (s *Store) WakeLocal(l *Listener) { s.local.Store(l) }
+
+// notify wakes this process's run subscribers (WakeLocal) and queues
+// notices for the notifier. It waits only while the queue is full
+// (PostgreSQL is slower than the commits: back-pressure).
 func (s *Store) notify(ns ...notice) {
 	if len(ns) == 0 {
 		return
+	}
+	if l := s.local.Load(); l != nil {
+		l.wakeLocal(ns)
 	}
 	n := s.notifier
 	n.begin()
@@ -81,6 +93,18 @@ func (s *Store) sendNotices(batch []notice) {
 	}
 }
 
+// notifySQL sends a batch of notices in one statement, its own
+// transaction, committed without waiting for the WAL flush (set_config's
+// local setting lasts until that commit); WITH ORDINALITY keeps the order
+// they were queued in.
+const notifySQL = `
+WITH off AS (SELECT set_config('synchronous_commit', 'off', true))
+SELECT pg_notify(t.c, t.p)
+FROM off, unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i)
+ORDER BY t.i`
+
+// sendBatch sends on the stream pool: wake-ups are the delivery path, and
+// must not wait for a connection behind the writers either.
 func (s *Store) sendBatch(batch []notice) error {
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
@@ -89,13 +113,10 @@ func (s *Store) sendBatch(batch []notice) error {
 	for i, x := range batch {
 		channels[i], payloads[i] = x.channel, x.payload
 	}
-	return s.inTx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
-		// WITH ORDINALITY keeps the order they were queued in.
-		_, err := tx.ExecContext(ctx, `SELECT pg_notify(c, p) FROM unnest($1::text[], $2::text[]) WITH ORDINALITY AS t(c, p, i) ORDER BY i`,
-			pq.Array(channels), pq.Array(payloads))
+	stmt, err := s.preparedOn(ctx, s.streams, notifySQL)
+	if err != nil {
 		return err
-	})
+	}
+	_, err = stmt.ExecContext(ctx, pq.Array(channels), pq.Array(payloads))
+	return err
 }

@@ -1,8 +1,10 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -23,8 +25,12 @@ type Snapshot struct {
 	Approval     *Approval     // nil until approval is requested
 	FinalMessage *FinalMessage // nil until the run finishes
 	// Events are the stored events with seq <= CoveringSeq: all business
-	// events, and the narration the replay window still holds.
+	// events, and the narration the replay window still holds (of a
+	// SnapshotPage, only the latest pieces of the attempt shown).
 	Events []Event
+	// NarrationLeftOut counts the pieces of the shown attempt's narration
+	// that a SnapshotPage left out of Events: they are kept, not read.
+	NarrationLeftOut int
 	// Marks are the events of markTypes with seq <= CoveringSeq (who
 	// decided, where a step began again), which ProgressOf folds; a head
 	// snapshot has them too.
@@ -35,6 +41,15 @@ type Snapshot struct {
 // ledger, its final message and its events all agree with CoveringSeq.
 func (s *Store) Snapshot(ctx context.Context, runID uuid.UUID) (*Snapshot, error) {
 	return s.snapshot(ctx, runID, readEvents)
+}
+
+// SnapshotPage is Snapshot with, of the narration, only the latest pieces
+// of the attempt the page shows (after Progress.RestartSeq), at most
+// narration of them (at least one); the others are counted in
+// NarrationLeftOut. A run
+// page so reads and renders what it shows, however long the run narrated.
+func (s *Store) SnapshotPage(ctx context.Context, runID uuid.UUID, narration int) (*Snapshot, error) {
+	return s.snapshot(ctx, runID, logPart{narration: max(narration, 1)})
 }
 
 // SnapshotHead is Snapshot without Events: the run's state as of
@@ -51,13 +66,17 @@ func (s *Store) SnapshotState(ctx context.Context, runID uuid.UUID) (*Snapshot, 
 	return s.snapshot(ctx, runID, readNoEvents)
 }
 
-// What a snapshot reads of the run's log.
-type logPart int
+// What a snapshot reads of the run's log: nothing, the marks, or the
+// events (narration > 0: the business events and that much narration).
+type logPart struct {
+	marks, events bool
+	narration     int
+}
 
-const (
-	readNoEvents logPart = iota
-	readMarks            // the markTypes events, through their partial index
-	readEvents           // every stored event up to CoveringSeq
+var (
+	readNoEvents = logPart{}
+	readMarks    = logPart{marks: true}  // the markTypes events, through their partial index
+	readEvents   = logPart{events: true} // every stored event up to CoveringSeq
 )
 
 func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*Snapshot, error) {
@@ -106,23 +125,79 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 		return nil, fmt.Errorf("store: snapshot message: %w", err)
 	}
 	snap.Events = []Event{}
-	switch part {
-	case readNoEvents:
-		return snap, nil
-	case readMarks:
+	switch {
+	case part.marks:
 		if err := tx.SelectContext(ctx, &snap.Marks, marksSQL, runID, r.LastSeq); err != nil {
 			return nil, fmt.Errorf("store: snapshot marks: %w", err)
 		}
 		return snap, nil
+	case part.events:
+		err = readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
+        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`)
+		return snap, err
+	case part.narration > 0:
+		if err := readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
+        WHERE run_id = $1 AND seq <= $2 AND type <> '`+EventNarrationDelta+`' ORDER BY seq`); err != nil {
+			return nil, err
+		}
+		return snap, readLatestNarration(ctx, tx, snap, part.narration)
 	}
-	if err := tx.SelectContext(ctx, &snap.Events, `SELECT `+eventColumns+` FROM run_events
-        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`, runID, r.LastSeq); err != nil {
-		return nil, fmt.Errorf("store: snapshot events: %w", err)
+	return snap, nil
+}
+
+// readLog reads the events query selects of the run ($1) up to its
+// covering seq ($2) into snap, and its marks.
+func readLog(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, query string) error {
+	rows, err := tx.QueryContext(ctx, query, snap.Run.ID, snap.CoveringSeq)
+	if err != nil {
+		return fmt.Errorf("store: snapshot events: %w", err)
+	}
+	if snap.Events, err = scanEvents(rows, snap.Events); err != nil {
+		return fmt.Errorf("store: snapshot events: %w", err)
 	}
 	for _, ev := range snap.Events {
 		if slices.Contains(markTypes, ev.Type) {
 			snap.Marks = append(snap.Marks, ev)
 		}
 	}
-	return snap, nil
+	return nil
+}
+
+// latestNarrationSQL is the latest $4 pieces of narration after $2 up to
+// $3, with how many there are in all.
+const latestNarrationSQL = `
+SELECT ` + eventColumns + `, total FROM (
+    SELECT ` + eventColumns + `, count(*) OVER () AS total FROM run_events
+    WHERE run_id = $1 AND seq > $2 AND seq <= $3 AND type = '` + EventNarrationDelta + `'
+    ORDER BY seq DESC LIMIT $4
+) t ORDER BY seq`
+
+// readLatestNarration adds the latest n pieces of the shown attempt's
+// narration to snap's events (which hold every other event, and so the
+// marks that say where the attempt began), in seq order.
+func readLatestNarration(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, n int) error {
+	p := ProgressOf(snap)
+	rows, err := tx.QueryContext(ctx, latestNarrationSQL, snap.Run.ID, p.RestartSeq, snap.CoveringSeq, n)
+	if err != nil {
+		return fmt.Errorf("store: snapshot narration: %w", err)
+	}
+	defer rows.Close()
+	var narration []Event
+	for rows.Next() {
+		var ev Event
+		var payload []byte
+		var total int
+		if err := rows.Scan(&ev.RunID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &total); err != nil {
+			return fmt.Errorf("store: snapshot narration: %w", err)
+		}
+		ev.Payload = json.RawMessage(payload)
+		narration = append(narration, ev)
+		snap.NarrationLeftOut = max(total-n, 0)
+	}
+	if err := rows.Err(); err != nil {
+		return fmt.Errorf("store: snapshot narration: %w", err)
+	}
+	snap.Events = append(snap.Events, narration...)
+	slices.SortFunc(snap.Events, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
+	return nil
 }

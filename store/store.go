@@ -15,6 +15,8 @@ import (
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq" // also the PostgreSQL driver
 	"github.com/pressly/goose/v3"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
 
 	"github.com/refundd/refundd/migrations"
 )
@@ -27,21 +29,26 @@ var ErrNotFound = errors.New("store: not found")
 type Store struct {
 	db  *sqlx.DB
 	url string
+	// streams is the stream pool: the delivery path's own connections (the
+	// streams' log reads, the notifier's wake-ups), so that it never waits
+	// for a connection behind the writers of the main pool.
+	streams *sqlx.DB
 
 	mu    sync.Mutex
-	stmts map[string]*sqlx.Stmt // prepared hot-path statements, by query
+	stmts map[stmtKey]*sqlx.Stmt // prepared hot-path statements
 
 	narration *batcher[narrationPiece]
 	notifier  *batcher[notice]
-	opens     *batcher[*openRequest] // stream_open.go
-	openReads atomic.Int64           // statements the stream-open readers ran, for tests
+	opens     *batcher[*openRequest]   // stream_open.go
+	openReads atomic.Int64             // statements the stream-open readers ran, for tests
+	local     atomic.Pointer[Listener] // WakeLocal
 }
 
 // Option adjusts how Open sets up the pool.
 type Option func(*options)
 
 type options struct {
-	poolSize int
+	poolSize, streamPoolSize int
 }
 
 // DefaultPoolSize is the pool's size when Open is given no PoolSize
@@ -59,9 +66,23 @@ func PoolSize(n int) Option {
 	}
 }
 
+// DefaultStreamPoolSize is the stream pool's size when Open is given no
+// StreamPoolSize (DB_STREAM_POOL_SIZE).
+const DefaultStreamPoolSize = 4
+
+// StreamPoolSize caps the stream pool's connections, besides PoolSize's.
+// n < 1 keeps the default.
+func StreamPoolSize(n int) Option {
+	return func(o *options) {
+		if n >= 1 {
+			o.streamPoolSize = n
+		}
+	}
+}
+
 // Open connects to the database at url and checks it answers.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	o := options{poolSize: DefaultPoolSize}
+	o := options{poolSize: DefaultPoolSize, streamPoolSize: DefaultStreamPoolSize}
 	for _, opt := range opts {
 		opt(&o)
 	}
@@ -69,21 +90,32 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	db.SetMaxOpenConns(o.poolSize)
-	// Every connection may stay idle, until five idle minutes close it:
-	// with fewer, a burst past them closes connections as it ends and opens
-	// them again for the next (a server process each, and every prepared
-	// statement again), which under a steady load of streams was most of
-	// the database's work.
-	db.SetMaxIdleConns(o.poolSize)
-	db.SetConnMaxIdleTime(5 * time.Minute)
+	streams, err := sqlx.Open("postgres", url)
+	if err != nil {
+		db.Close()
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	for _, p := range []struct {
+		db   *sqlx.DB
+		size int
+	}{{db, o.poolSize}, {streams, o.streamPoolSize}} {
+		p.db.SetMaxOpenConns(p.size)
+		// Every connection may stay idle, until five idle minutes close it:
+		// with fewer, a burst past them closes connections as it ends and
+		// opens them again for the next (a server process each, and every
+		// prepared statement again), which under a steady load of streams
+		// was most of the database's work.
+		p.db.SetMaxIdleConns(p.size)
+		p.db.SetConnMaxIdleTime(5 * time.Minute)
+	}
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
 		db.Close()
+		streams.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	s := &Store{db: db, url: url}
+	s := &Store{db: db, url: url, streams: streams}
 	s.narration = newBatcher(maxNarrationBatch, 1, maxNarrationBatch, s.writeNarration)
 	s.notifier = newBatcher(4*maxNotices, 1, maxNotices, s.sendNotices)
 	s.opens = newBatcher(maxOpenBatch, openReaders, maxOpenBatch, s.answerOpens)
@@ -102,31 +134,52 @@ func (s *Store) Close() error {
 		st.Close()
 	}
 	s.mu.Unlock()
-	err := s.db.Close()
+	err := errors.Join(s.db.Close(), s.streams.Close())
 	s.narration.stop()
 	s.notifier.stop()
 	s.opens.stop()
 	return err
 }
 
-// prepared returns query prepared once for the pool: database/sql prepares
-// it on each connection the first time that connection runs it, and the
-// server plans it once per connection instead of on every call.
+// prepared returns query prepared once for the main pool: database/sql
+// prepares it on each connection the first time that connection runs it,
+// and the server plans it once per connection instead of on every call.
 func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) {
+	return s.preparedOn(ctx, s.db, query)
+}
+
+// preparedOn is prepared for the pool db (the main one or the streams').
+func (s *Store) preparedOn(ctx context.Context, db *sqlx.DB, query string) (*sqlx.Stmt, error) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if st, ok := s.stmts[query]; ok {
+	key := stmtKey{db, query}
+	if st, ok := s.stmts[key]; ok {
 		return st, nil
 	}
-	st, err := s.db.PreparexContext(ctx, query)
+	st, err := db.PreparexContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", err)
 	}
 	if s.stmts == nil {
-		s.stmts = map[string]*sqlx.Stmt{}
+		s.stmts = map[stmtKey]*sqlx.Stmt{}
 	}
-	s.stmts[query] = st
+	s.stmts[key] = st
 	return st, nil
+}
+
+type stmtKey struct {
+	db    *sqlx.DB
+	query string
+}
+
+// PoolCollectors are the two pools' statistics for /metrics (go_sql_*,
+// db_name "main" and "streams"): connections open and in use, and the
+// waits for one.
+func (s *Store) PoolCollectors() []prometheus.Collector {
+	return []prometheus.Collector{
+		collectors.NewDBStatsCollector(s.db.DB, "main"),
+		collectors.NewDBStatsCollector(s.streams.DB, "streams"),
+	}
 }
 
 // URL is the connection string the store was opened with; a Listener needs
@@ -173,7 +226,7 @@ func (s *Store) Ready(ctx context.Context) error {
 }
 
 // hot are the statements prepared once per pool (see prepared).
-var hot = []string{appendSQL, lockRunSQL, eventsAfterSQL}
+var hot = []string{appendSQL, lockRunSQL}
 
 // warm prepares the hot statements before a transaction takes its
 // connection. Preparing on the pool takes a connection of its own: a

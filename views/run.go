@@ -2,6 +2,7 @@ package views
 
 import (
 	"fmt"
+	"math"
 	"strconv"
 	"strings"
 
@@ -45,30 +46,66 @@ type RunView struct {
 	Timeline  []store.Event
 	// NarrationTrimmed: narration older than the replay window is gone.
 	NarrationTrimmed bool
+	// NarrationHidden: earlier pieces of narration the view leaves out
+	// (NarrationShown). They are kept; the page links to them.
+	NarrationHidden int
 	// Answer is what the viewer's own decision just did, shown next to the
 	// buttons; the next render from the log replaces it.
 	Answer string
 }
 
-// NewRunView builds the view of a snapshot. full is whether the viewer may
-// see the narration and the timeline.
+// NewRunView builds the view of a snapshot, with the latest NarrationShown
+// pieces of narration (the others are counted in NarrationHidden). full is
+// whether the viewer may see the narration and the timeline.
 func NewRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
+	return newRunView(snap, full, viewer, NarrationShown)
+}
+
+// NewRunViewAllNarration is NewRunView with every piece of narration the
+// replay window holds (AllNarrationURL).
+func NewRunViewAllNarration(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
+	return newRunView(snap, full, viewer, math.MaxInt)
+}
+
+func newRunView(snap *store.Snapshot, full bool, viewer Viewer, latest int) *RunView {
 	v := &RunView{Progress: store.ProgressOf(snap), Viewer: viewer, Full: full, ReplayFloor: snap.ReplayFloor}
 	if !full {
 		return v
 	}
+	var narration []store.Event
 	for _, ev := range snap.Events {
 		switch {
 		case ev.Type == store.EventNarrationDelta && v.ShowsNarration(ev):
-			v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
+			narration = append(narration, ev)
 		case inTimeline(ev):
 			v.Timeline = append(v.Timeline, ev)
 		}
+	}
+	// Only what is shown is decoded; a page's snapshot (SnapshotPage) did
+	// not even read the rest.
+	v.NarrationHidden = snap.NarrationLeftOut
+	if extra := len(narration) - latest; extra > 0 {
+		v.NarrationHidden, narration = v.NarrationHidden+extra, narration[extra:]
+	}
+	for _, ev := range narration {
+		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
 	}
 	// Narration was pruned if the floor lies past some narration we do not
 	// have; a floor reached by business events alone hides nothing.
 	v.NarrationTrimmed = snap.ReplayFloor > 0
 	return v
+}
+
+// NarrationShown is how many of the latest pieces of narration a run's
+// view holds unless asked for all (AllNarrationURL): a long run's page
+// then costs about what reading its snapshot does, not the HTML of
+// hundreds of pieces.
+const NarrationShown = 100
+
+// AllNarrationURL is the run page with every piece of narration the
+// replay window holds.
+func AllNarrationURL(runID uuid.UUID) string {
+	return "/runs/" + runID.String() + "?narration=all#run-narration"
 }
 
 // CanApprove and CanCancel say which buttons to offer now.

@@ -40,8 +40,9 @@ type RunView interface {
 	// reset); banner: the page says the run went on while it was away.
 	Reset(ctx context.Context, snap *store.Snapshot, banner bool) ([]byte, error)
 	// Event applies ev and renders it: name "" is a plain message; nil
-	// data sends nothing (an event this viewer may not see).
-	Event(ctx context.Context, ev store.Event) (name string, data []byte, err error)
+	// data sends nothing (an event this viewer may not see). What is the
+	// same for every viewer is encoded through frames (Frames.Get), once.
+	Event(ctx context.Context, ev store.Event, frames *Frames) (name string, data []byte, err error)
 	// Recheck decides the viewer's access again: a Reason ends the
 	// stream; an access other than the last starts it over from a
 	// snapshot of what may now be shown.
@@ -142,7 +143,7 @@ func (f *logFeed) catchUp(ctx context.Context) error {
 	fl := &store.Follower{RunID: f.runID, Cursor: f.cursor, PageSize: f.sc.e.cfg.PageSize,
 		Deliver: func(ctx context.Context, evs []store.Event) error {
 			for _, ev := range evs {
-				if err := f.send(ctx, ev, false); err != nil {
+				if err := f.send(ctx, ev, nil, false); err != nil {
 					return err
 				}
 			}
@@ -181,7 +182,7 @@ func (f *logFeed) update(ctx context.Context) error {
 		case it.from != f.cursor+1:
 			err = f.catchUp(ctx)
 		default:
-			err = f.send(ctx, it.ev, true)
+			err = f.send(ctx, it.ev, it.frames, true)
 		}
 		if err != nil {
 			return err
@@ -191,8 +192,9 @@ func (f *logFeed) update(ctx context.Context) error {
 }
 
 // send writes one event for this viewer and moves the cursor past it.
-// live: it comes from the tail, so its delivery time is recorded.
-func (f *logFeed) send(ctx context.Context, ev store.Event, live bool) error {
+// live: it comes from the tail (frames: its shared encodings), so its
+// delivery time is recorded.
+func (f *logFeed) send(ctx context.Context, ev store.Event, frames *Frames, live bool) error {
 	if ev.Seq <= f.cursor {
 		return nil
 	}
@@ -201,7 +203,7 @@ func (f *logFeed) send(ctx context.Context, ev store.Event, live bool) error {
 	case store.EventRunCompleted, store.EventRunFailed, store.EventRunCanceled:
 		f.done = true
 	}
-	name, data, err := f.v.Event(ctx, ev)
+	name, data, err := f.v.Event(ctx, ev, frames)
 	if err != nil || data == nil {
 		return err
 	}

@@ -52,9 +52,14 @@ type item struct {
 	// from is the first seq the item covers: ev.Seq, or the first of the
 	// narration deltas merged into it.
 	from int64
+	// frames are ev's encodings, shared with the other watchers of the
+	// run (nil for merged narration: its bytes are this Sub's own).
+	frames *Frames
 }
 
-func eventItem(ev store.Event) item { return item{kind: itemEvent, ev: ev, from: ev.Seq} }
+func eventItem(ev store.Event, frames *Frames) item {
+	return item{kind: itemEvent, ev: ev, from: ev.Seq, frames: frames}
+}
 
 func (it item) size() int { return len(it.ev.Payload) + 64 }
 
@@ -147,6 +152,7 @@ func mergeNarration(a, b item) (item, bool) {
 	out := b
 	out.ev.Payload = payload
 	out.from = a.from
+	out.frames = nil
 	return out, true
 }
 

@@ -11,11 +11,11 @@ import (
 
 func narrationItem(seq int64, text string) item {
 	p, _ := json.Marshal(map[string]string{"text": text})
-	return eventItem(store.Event{Seq: seq, Type: store.EventNarrationDelta, Payload: p})
+	return eventItem(store.Event{Seq: seq, Type: store.EventNarrationDelta, Payload: p}, nil)
 }
 
 func businessItem(seq int64) item {
-	return eventItem(store.Event{Seq: seq, Type: store.EventCancelRequested, Payload: []byte(`{}`)})
+	return eventItem(store.Event{Seq: seq, Type: store.EventCancelRequested, Payload: []byte(`{}`)}, nil)
 }
 
 func TestOutbox_FullBufferCoalescesNarration(t *testing.T) {

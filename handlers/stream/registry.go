@@ -66,9 +66,10 @@ func (s *Sub) offer(it item) bool {
 	return false
 }
 
-func (s *Sub) offerEvents(evs []store.Event) {
-	for _, ev := range evs {
-		if !s.offer(eventItem(ev)) {
+// offerEvents queues evs, each with its shared encodings (frames[i]).
+func (s *Sub) offerEvents(evs []store.Event, frames []*Frames) {
+	for i, ev := range evs {
+		if !s.offer(eventItem(ev, frames[i])) {
 			return
 		}
 	}

@@ -137,7 +137,7 @@ func (f *stateFeed) subscribe(topics []string) bool {
 	f.unsubscribe()
 	f.topics = slices.Clone(topics)
 	for _, t := range topics {
-		f.unsub = append(f.unsub, l.SubscribeFunc(t, f.wake))
+		f.unsub = append(f.unsub, l.SubscribeFunc(t, func(int64) { f.wake() }))
 	}
 	f.subscribed = true
 	return true

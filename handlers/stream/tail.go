@@ -53,8 +53,9 @@ type tail struct {
 	mu      sync.Mutex
 	head    int64 // the last seq read
 	subs    map[*Sub]struct{}
-	reading bool // a read goroutine is running
-	again   bool // woken during that read: read once more
+	reading bool  // a read goroutine is running
+	again   bool  // woken during that read for anything new: read once more
+	wanted  int64 // the highest seq a wake-up named: read again unless head reached it
 	closed  bool
 	poller  *time.Timer // without a listener
 }
@@ -77,7 +78,7 @@ func (ts *tails) join(runID uuid.UUID, head int64, sub *Sub) (leave func(), from
 		if ts.listener != nil {
 			t.stop = ts.listener.SubscribeFunc(store.RunTopic(runID.String()), t.wake)
 		} else {
-			t.poller = time.AfterFunc(ts.poll, t.wake)
+			t.poller = time.AfterFunc(ts.poll, t.wakeUnknown)
 			t.stop = func() { t.poller.Stop() }
 		}
 	}
@@ -87,7 +88,7 @@ func (ts *tails) join(runID uuid.UUID, head int64, sub *Sub) (leave func(), from
 	t.mu.Unlock()
 	ts.mu.Unlock()
 	if created {
-		t.wake()
+		t.wake(store.SeqUnknown)
 	}
 	return func() { ts.leave(t, sub) }, from
 }
@@ -110,20 +111,30 @@ func (ts *tails) leave(t *tail, sub *Sub) {
 }
 
 // wake is called by the listener (or the poll timer) when the run's log
-// may have grown. It never blocks.
-func (t *tail) wake() {
-	metrics.StreamWakeups.Inc()
+// may have grown, up to seq (store.SeqUnknown: anything may be new). It
+// never blocks. A seq the tail has read already costs no read: the
+// NOTIFY of a commit this process woke its tails for at once
+// (store.WakeLocal), or one a read caught before its notice came.
+func (t *tail) wake(seq int64) {
 	t.mu.Lock()
 	defer t.mu.Unlock()
+	if seq != store.SeqUnknown && seq <= t.head {
+		return
+	}
+	metrics.StreamWakeups.Inc()
 	switch {
 	case t.closed:
-	case t.reading:
+	case t.reading && seq == store.SeqUnknown:
 		t.again = true
+	case t.reading:
+		t.wanted = max(t.wanted, seq)
 	default:
 		t.reading = true
 		go t.read()
 	}
 }
+
+func (t *tail) wakeUnknown() { t.wake(store.SeqUnknown) }
 
 // read reads the log from the head and fans each page out until it has
 // caught up and nobody woke it meanwhile.
@@ -131,7 +142,8 @@ func (t *tail) read() {
 	for {
 		t.mu.Lock()
 		head := t.head
-		t.again = false
+		// This read answers every wake-up so far.
+		t.again, t.wanted = false, 0
 		t.mu.Unlock()
 
 		evs, err := t.ts.store.EventsAfter(t.ts.ctx, t.runID, head, t.ts.page)
@@ -139,7 +151,7 @@ func (t *tail) read() {
 		more := t.fanOut(evs, err)
 
 		t.mu.Lock()
-		if t.closed || t.ts.ctx.Err() != nil || (!more && !t.again) {
+		if t.closed || t.ts.ctx.Err() != nil || (!more && !t.again && t.wanted <= t.head) {
 			t.reading = false
 			if t.poller != nil && !t.closed {
 				t.poller.Reset(t.ts.poll)
@@ -178,11 +190,15 @@ func (t *tail) fanOut(evs []store.Event, err error) (more bool) {
 	if len(evs) == 0 {
 		return false
 	}
+	frames := make([]*Frames, len(evs))
+	for i := range frames {
+		frames[i] = &Frames{}
+	}
 	t.mu.Lock()
 	defer t.mu.Unlock()
 	t.head = evs[len(evs)-1].Seq
 	for sub := range t.subs {
-		sub.offerEvents(evs)
+		sub.offerEvents(evs, frames)
 	}
 	return len(evs) == t.ts.page
 }
@@ -194,5 +210,5 @@ func (t *tail) retryLater(err error) {
 		return
 	}
 	t.ts.log.Warn("stream tail read failed; retrying", "run", t.runID, "err", err)
-	time.AfterFunc(t.ts.poll, t.wake)
+	time.AfterFunc(t.ts.poll, t.wakeUnknown)
 }

@@ -94,8 +94,10 @@ func (w *sseWriter) event(event, id string, data []byte) {
 	if id != "" {
 		w.buf.WriteString("id: " + id + "\n")
 	}
-	data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
-	data = bytes.ReplaceAll(data, []byte("\r"), []byte("\n"))
+	if bytes.IndexByte(data, '\r') >= 0 { // copies: data may be shared (Frames)
+		data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
+		data = bytes.ReplaceAll(data, []byte("\r"), []byte("\n"))
+	}
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
 		w.buf.WriteString("data: ")
 		w.buf.Write(line)

@@ -45,6 +45,8 @@ var (
 		"Store reads done to feed live streams (replays and follow-up reads after wake-ups).")
 	StreamWakeups = counter("refundd_stream_wakeups_total",
 		"Wake-ups (notifications or polls) that led the streams to read a run's log.")
+	StreamEncodes = counter("refundd_stream_encodes_total",
+		"Events encoded for the streams through a shared stream.Frames: once per event and format for the live streams of a run, however many watch it.")
 	StreamReplays = counter("refundd_stream_replays_total", "Streams that resumed from a cursor and replayed after it.")
 	StreamResets  = counterVec("refundd_stream_resets_total",
 		"Streams sent a fresh snapshot (event: reset), by cause (cursor, access, pruned).", "cause")

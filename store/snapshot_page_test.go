@@ -1,0 +1,70 @@
+package store_test
+
+import (
+	"context"
+	"fmt"
+	"testing"
+
+	"github.com/refundd/refundd/store"
+)
+
+// TestSnapshotPage_LatestNarrationOfTheShownAttempt: a page's snapshot has
+// every business event, only the latest pieces of narration of the
+// attempt it shows (a restarted step's old narration is never shown), and
+// counts the pieces it left out; it covers the same seq as the full one.
+func TestSnapshotPage_LatestNarrationOfTheShownAttempt(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "page", 1)
+	narrate := func(from, n int) {
+		for i := from; i < from+n; i++ {
+			if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: fmt.Sprintf("w%d ", i)})); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	if _, err := f.s.BeginAttempt(ctx, run.ID, "plan"); err != nil {
+		t.Fatal(err)
+	}
+	narrate(1, 5)                                                    // the first attempt's: never shown
+	if _, err := f.s.BeginAttempt(ctx, run.ID, "plan"); err != nil { // attempt 2: a restart
+		t.Fatal(err)
+	}
+	narrate(6, 7)
+	full, err := f.s.Snapshot(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	page, err := f.s.SnapshotPage(ctx, run.ID, 3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if page.CoveringSeq != full.CoveringSeq {
+		t.Errorf("covering seq %d, want the full snapshot's %d", page.CoveringSeq, full.CoveringSeq)
+	}
+	var business, narration []int64
+	for _, ev := range page.Events {
+		if ev.Type == store.EventNarrationDelta {
+			narration = append(narration, ev.Seq)
+		} else {
+			business = append(business, ev.Seq)
+		}
+	}
+	var wantBusiness []int64
+	for _, ev := range full.Events {
+		if ev.Type != store.EventNarrationDelta {
+			wantBusiness = append(wantBusiness, ev.Seq)
+		}
+	}
+	last := full.CoveringSeq
+	if fmt.Sprint(business) != fmt.Sprint(wantBusiness) || fmt.Sprint(narration) != fmt.Sprint([]int64{last - 2, last - 1, last}) {
+		t.Errorf("business %v, narration %v; want %v and the last three seqs up to %d", business, narration, wantBusiness, last)
+	}
+	if page.NarrationLeftOut != 4 {
+		t.Errorf("NarrationLeftOut = %d, want 4 (7 of the shown attempt, 3 read)", page.NarrationLeftOut)
+	}
+	if len(page.Marks) != len(full.Marks) {
+		t.Errorf("%d marks, want the full snapshot's %d", len(page.Marks), len(full.Marks))
+	}
+}

@@ -1,0 +1,62 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
+
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
+)
+
+// TestStreamPool_ReadsAndWakeupsDoNotWaitForWriters: with every connection
+// of the main pool taken by a writer (here its only one, held by a
+// transaction), a stream's read of the log answers and a wake-up is still
+// sent: both go through the stream pool.
+func TestStreamPool_ReadsAndWakeupsDoNotWaitForWriters(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), storetest.URL(t), store.PoolSize(1), store.StreamPoolSize(1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := storetest.MustSeedParties(t, st, 10000)
+	run, _, err := st.StartRun(context.Background(), store.StartRequest{OwnerID: p.Customer.ID,
+		ClientRequestID: "pool", OrderID: p.Order.ID, Amount: 1, Reason: "pool"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := pq.NewListener(st.URL(), 10*time.Millisecond, time.Second, nil)
+	t.Cleanup(func() { l.Close() })
+	if err := l.Listen(store.ChannelEvents); err != nil {
+		t.Fatal(err)
+	}
+	held := errors.New("held the main pool")
+	_, _, err = st.Mutate(context.Background(), run.ID, func(*sqlx.Tx, *store.Run) (string, []store.NewEvent, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		defer cancel()
+		evs, err := st.EventsAfter(ctx, run.ID, 0, 10)
+		if err != nil || len(evs) != int(run.LastSeq) {
+			t.Errorf("EventsAfter with the main pool taken: %d events, err %v; want %d", len(evs), err, run.LastSeq)
+		}
+		st.Wake(store.ChannelEvents, "pool-test")
+		for {
+			select {
+			case n := <-l.Notify:
+				if n == nil || n.Extra != "pool-test" {
+					continue // the start's own notice, or a reconnect
+				}
+			case <-ctx.Done():
+				t.Error("no wake-up within 5 s while the main pool was taken")
+			}
+			return "", nil, held
+		}
+	})
+	if !errors.Is(err, held) {
+		t.Fatalf("err = %v, want %v", err, held)
+	}
+}
