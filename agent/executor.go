@@ -111,6 +111,10 @@ func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narra
 		logger: logger.With("worker", cfg.WorkerID), kick: make(chan struct{}, 1)}
 }
 
+// errNotCalled marks a provider call that was never made (it could not be
+// recorded first): it is a step that failed, not an answer to reconcile.
+var errNotCalled = errors.New("agent: provider not called")
+
 // errStopped is the cause given to work interrupted by Stop.
 var errStopped = errors.New("agent: executor stopped")
 
@@ -395,12 +399,17 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	if fresh {
 		return e.submit(ctx, log, run, op)
 	}
-	// The provider refused the latest call, and none has begun since: it
-	// committed nothing and nothing is in flight, so nothing needs
-	// verifying. Call again with the same key once the retry is on record.
-	if op.LastCallRefused {
-		if err := e.store.BeginRetry(ctx, op.ID); err != nil {
+	// Nothing about the operation can have reached the provider unseen, so
+	// nothing needs verifying: call (again) with the same key, once a retry
+	// of a refused call is on record.
+	if idle, err := e.nothingInFlight(ctx, op); err != nil || idle {
+		if err != nil {
 			return 0, false, err
+		}
+		if op.LastCallRefused {
+			if err := e.store.BeginRetry(ctx, op.ID); err != nil {
+				return 0, false, err
+			}
 		}
 		return e.submit(ctx, log, run, op)
 	}
@@ -420,28 +429,42 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	case errors.Is(err, payments.ErrNotFound):
 		// Only now may it be submitted again, with the same key.
 		return e.submit(ctx, log, run, op)
+	case ctx.Err() != nil, errors.Is(err, errNotCalled):
+		return 0, false, err
 	default:
-		log.Warn("reconcile: provider lookup failed", "op", op.ID, "err", err)
-		n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
-		if nerr != nil {
-			return 0, false, nerr
-		}
-		return e.backoff(n), true, nil
+		return e.lookupFailed(ctx, log, "reconcile", op, err)
 	}
+}
+
+// nothingInFlight says whether no call about op can be in flight or have
+// committed unseen: the provider refused the latest one and none has begun
+// since, or none was ever begun (each call is recorded before it is made,
+// so a step that failed before its call leaves none).
+func (e *Executor) nothingInFlight(ctx context.Context, op *store.Operation) (bool, error) {
+	if op.LastCallRefused {
+		return true, nil
+	}
+	if op.State != store.OpSubmitted {
+		return false, nil
+	}
+	n, err := e.store.ProviderCallsBegun(ctx, op.ID)
+	return n == 0, err
 }
 
 // submit calls the provider for op and records what is known afterwards.
 func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run, op *store.Operation) (time.Duration, bool, error) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
-	rc, err := e.provider.Refund(cctx, payments.RefundRequest{Key: op.ID.String(),
-		OrderRef: fmt.Sprint(run.OrderID), Amount: op.Amount, Currency: op.Currency})
-	cancel()
+	rc, err := e.call(ctx, op, store.CallSubmit, func(ctx context.Context) (payments.Receipt, error) {
+		return e.provider.Refund(ctx, payments.RefundRequest{Key: op.ID.String(),
+			OrderRef: fmt.Sprint(run.OrderID), Amount: op.Amount, Currency: op.Currency})
+	})
 	switch {
 	case err == nil:
 		return 0, false, e.record(ctx, op, rc)
 	case ctx.Err() != nil:
 		// We are stopping or lost the lease: whoever goes on reconciles.
 		return 0, false, ctx.Err()
+	case errors.Is(err, errNotCalled):
+		return 0, false, err
 	case payments.Uncertain(err):
 		_, rerr := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling,
 			Reason: "no answer from the payment provider: " + err.Error()})
@@ -480,9 +503,9 @@ func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run
 }
 
 func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
-	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
-	defer cancel()
-	rc, err := e.provider.Lookup(cctx, op.ID.String())
+	rc, err := e.call(ctx, op, store.CallLookup, func(ctx context.Context) (payments.Receipt, error) {
+		return e.provider.Lookup(ctx, op.ID.String())
+	})
 	outcome := "error"
 	switch {
 	case err == nil && rc.Status == payments.StatusSucceeded:
@@ -494,6 +517,45 @@ func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Re
 	}
 	metrics.Reconciliations.WithLabelValues(outcome).Inc()
 	return rc, err
+}
+
+// call makes one provider call about op, bounded by ProviderTimeout, and
+// records it for support: a row before the call (a worker that dies
+// mid-call leaves a call with no answer), its answer and duration after.
+// If the call cannot be recorded it is not made: the error is errNotCalled,
+// which says nothing about the provider.
+func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, do func(context.Context) (payments.Receipt, error)) (payments.Receipt, error) {
+	id, err := e.store.BeginProviderCall(ctx, op.ID, kind)
+	if err != nil {
+		return payments.Receipt{}, fmt.Errorf("%w: %w", errNotCalled, err)
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
+	cctx, answer := payments.WithAnswer(cctx)
+	start := time.Now()
+	rc, cerr := do(cctx)
+	took := time.Since(start)
+	cancel()
+	status, result := answer.Status, callResult(rc, cerr)
+	// Recorded even when stopping: the call was made.
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := e.store.EndProviderCall(rctx, id, status, took, result); err != nil {
+		e.logger.Warn("record provider call", "op", op.ID, "err", err)
+	}
+	return rc, cerr
+}
+
+// callResult is what a provider call's answer meant, in words.
+func callResult(rc payments.Receipt, err error) string {
+	switch {
+	case err == nil && rc.Status == payments.StatusSucceeded:
+		return "refunded (reference " + rc.Ref + ")"
+	case err == nil:
+		return "declined: " + cmp.Or(rc.FailureReason, "no reason given")
+	case errors.Is(err, payments.ErrNotFound):
+		return "the provider has no such refund"
+	}
+	return err.Error()
 }
 
 // record commits the provider's receipt for op.
@@ -518,6 +580,19 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) (canceled bool, e
 		return false, err
 	}
 	return true, e.finish(ctx, run, store.StateCanceled, "Canceled as requested. No refund was made and no money moved.")
+}
+
+// lookupFailed counts a reconcile lookup the provider did not answer and
+// says when to ask again: one warning per backoff step, never an error,
+// since an unanswered lookup is what reconciling exists to ride out.
+func (e *Executor) lookupFailed(ctx context.Context, log *slog.Logger, what string, op *store.Operation, err error) (time.Duration, bool, error) {
+	n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+	if nerr != nil {
+		return 0, false, nerr
+	}
+	wait := e.backoff(n)
+	log.Warn(what+": provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
+	return wait, true, nil
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so

@@ -140,31 +140,6 @@ func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
 	e.verify()
 }
 
-// retryWaits is a slog.Handler that keeps the wait of every "will retry"
-// the executor decides on after a refusal.
-type retryWaits struct {
-	mu    sync.Mutex
-	waits []time.Duration
-}
-
-func (r *retryWaits) Enabled(context.Context, slog.Level) bool { return true }
-func (r *retryWaits) WithAttrs([]slog.Attr) slog.Handler       { return r }
-func (r *retryWaits) WithGroup(string) slog.Handler            { return r }
-func (r *retryWaits) Handle(_ context.Context, rec slog.Record) error {
-	if !strings.Contains(rec.Message, "will retry") {
-		return nil
-	}
-	rec.Attrs(func(a slog.Attr) bool {
-		if a.Key == "retry_in" {
-			r.mu.Lock()
-			r.waits = append(r.waits, a.Value.Duration())
-			r.mu.Unlock()
-		}
-		return true
-	})
-	return nil
-}
-
 // TestExecutor_RecoveryTriedWithinTheCap: the provider's fault switch
 // refuses the next six refunds, long enough that doubling from the
 // default 500 ms would wait 8-16 s before the sixth try (after a 30 s
@@ -176,28 +151,196 @@ func TestExecutor_RecoveryTriedWithinTheCap(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{Error5xxNext: 6})
 	calls := &callTimes{Provider: e.client}
-	rec := &retryWaits{}
+	logs := &records{}
 	x := agent.New(agent.Config{ApprovalThreshold: 1 << 40, Concurrency: 1, ProviderTimeout: 2 * time.Second},
-		e.s, calls, nil, nil, slog.New(rec))
+		e.s, calls, nil, nil, slog.New(logs))
 	x.Start(context.Background())
 	t.Cleanup(x.Stop)
 	run := e.start(100)
 	testkit.WaitRunState(t, e.s, run.ID, store.StateCompleted, 2*time.Minute)
 
-	rec.mu.Lock()
-	defer rec.mu.Unlock()
-	if len(rec.waits) != 6 || len(calls.gaps()) != 6 {
-		t.Fatalf("%d waits decided, %d refund calls; want 6 refusals, each followed by a wait, then the 7th call taken", len(rec.waits), len(calls.gaps())+1)
+	waits := logs.durations("will retry", "retry_in")
+	if len(waits) != 6 || len(calls.gaps()) != 6 {
+		t.Fatalf("%d waits decided, %d refund calls; want 6 refusals, each followed by a wait, then the 7th call taken", len(waits), len(calls.gaps())+1)
 	}
-	for i, w := range rec.waits {
+	for i, w := range waits {
 		// The default poll (1 s) finds a run once its wait is over.
 		if w+time.Second >= 5*time.Second {
-			t.Errorf("wait after refusal %d = %s, want it and a poll (1 s) under 5 s (waits: %v)", i+1, w, rec.waits)
+			t.Errorf("wait after refusal %d = %s, want it and a poll (1 s) under 5 s (waits: %v)", i+1, w, waits)
 		}
 	}
-	if last := rec.waits[5]; last < agent.DefaultRetryMax/2 {
-		t.Errorf("the last wait = %s, want the cap's upper half: the backoff reached the cap (waits: %v)", last, rec.waits)
+	if last := waits[5]; last < agent.DefaultRetryMax/2 {
+		t.Errorf("the last wait = %s, want the cap's upper half: the backoff reached the cap (waits: %v)", last, waits)
 	}
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+}
+
+// lookupTimes is a Provider that records when each lookup was made.
+type lookupTimes struct {
+	payments.Provider
+	mu    sync.Mutex
+	calls []time.Time
+}
+
+func (c *lookupTimes) Lookup(ctx context.Context, key string) (payments.Receipt, error) {
+	c.mu.Lock()
+	c.calls = append(c.calls, time.Now())
+	c.mu.Unlock()
+	return c.Provider.Lookup(ctx, key)
+}
+
+// since is the lookups made at or after t.
+func (c *lookupTimes) since(t time.Time) []time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []time.Time
+	for _, at := range c.calls {
+		if !at.Before(t) {
+			out = append(out, at)
+		}
+	}
+	return out
+}
+
+// records keeps the log records an executor writes.
+type records struct {
+	mu   sync.Mutex
+	recs []slog.Record
+}
+
+func (r *records) Enabled(context.Context, slog.Level) bool { return true }
+func (r *records) WithAttrs([]slog.Attr) slog.Handler       { return r }
+func (r *records) WithGroup(string) slog.Handler            { return r }
+func (r *records) Handle(_ context.Context, rec slog.Record) error {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	r.recs = append(r.recs, rec)
+	return nil
+}
+
+// durations are the values of attribute key in the records that say what.
+func (r *records) durations(what, key string) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ds []time.Duration
+	for _, rec := range r.recs {
+		if !strings.Contains(rec.Message, what) {
+			continue
+		}
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == key {
+				ds = append(ds, a.Value.Duration())
+			}
+			return true
+		})
+	}
+	return ds
+}
+
+// count is how many records at level say what.
+func (r *records) count(level slog.Level, what string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := 0
+	for _, rec := range r.recs {
+		if rec.Level == level && strings.Contains(rec.Message, what) {
+			n++
+		}
+	}
+	return n
+}
+
+// The issue's reproduction: a cancel arrives while the refund's outcome is
+// unknown (too late to stop it), and the provider does not answer
+// lookups. The worker used to log an ERROR every second and ask again at
+// once; it backs off, with one warning per try and no error.
+func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Latency: 10 * time.Second})
+	const base = 100 * time.Millisecond
+	lookups := &lookupTimes{Provider: e.client}
+	logs := &records{}
+	x := agent.New(agent.Config{Concurrency: 2, Poll: 20 * time.Millisecond, ApprovalThreshold: 1 << 40,
+		ProviderTimeout: 200 * time.Millisecond, RetryBase: base, RetryMax: 800 * time.Millisecond},
+		e.s, lookups, nil, nil, slog.New(logs))
+	x.Start(context.Background())
+	t.Cleanup(x.Stop)
+	run := e.start(300)
+	e.waitState(run.ID, store.StateReconciling)
+	if err := e.sim.SetFaults(payments.Faults{Latency: 10 * time.Second, LookupError5xxNext: 1000}); err != nil {
+		t.Fatal(err)
+	}
+	canceled := time.Now()
+	if _, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	time.Sleep(3 * time.Second) // the window whose lookups are counted
+	calls := lookups.since(canceled)
+	t.Logf("%d lookups in the 3 s after the cancel", len(calls))
+	// Waits double from base to 800 ms, each drawn from its upper half:
+	// about six lookups in three seconds; without backoff, dozens.
+	if len(calls) < 2 || len(calls) > 10 {
+		t.Errorf("%d lookups in 3 s after the cancel, want 2..10 (backing off)", len(calls))
+	}
+	// The cancel itself makes the run due at once (a new command), so the
+	// first pause may be short; the later ones grow.
+	if n := len(calls); n >= 3 {
+		if gap := calls[n-1].Sub(calls[n-2]); gap < 2*base {
+			t.Errorf("the last pause between lookups is %v, want at least %v (backing off)", gap, 2*base)
+		}
+	}
+	if n := logs.count(slog.LevelError, ""); n != 0 {
+		t.Errorf("%d ERROR records, want none for a lookup the provider did not answer", n)
+	}
+	failed := e.sim.Faults().LookupError5xxNext
+	if warns, tries := logs.count(slog.LevelWarn, "provider lookup failed"), 1000-failed; warns < tries-1 || warns > tries {
+		t.Errorf("%d warnings for %d unanswered lookups, want one each", warns, tries)
+	}
+	// The provider answers again: it never had the refund, and the cancel
+	// came too late to stop it, so it is sent again with the same key.
+	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+}
+
+// A provider call that cannot be recorded first is not made: the run
+// neither reaches the provider nor says it is verifying a result, and goes
+// on once calls can be recorded again.
+func TestExecutor_UnrecordableCallIsNotMade(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{})
+	for _, q := range []string{
+		`CREATE FUNCTION refuse_call() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'no calls today'; END $$`,
+		`CREATE TRIGGER refuse_call BEFORE INSERT ON provider_calls FOR EACH ROW EXECUTE FUNCTION refuse_call()`,
+	} {
+		if _, err := e.db.Exec(q); err != nil {
+			t.Fatal(err)
+		}
+	}
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40}, nil)
+	run := e.start(100)
+	e.waitState(run.ID, store.StateSubmitting)
+	testkit.WaitUntil(t, "a few tries", 20*time.Second, func() bool {
+		var n int
+		return e.db.Get(&n, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'step.attempt' AND payload->>'step' = 'submitting'`, run.ID) == nil && n >= 1
+	})
+	time.Sleep(500 * time.Millisecond) // retries of the refused step
+	if got := len(e.ledger()); got != 0 {
+		t.Fatalf("provider ledger = %d refunds while no call could be recorded, want 0", got)
+	}
+	if types := strings.Join(e.types(run.ID), ","); strings.Contains(types, store.EventOperationReconciling) {
+		t.Fatalf("business events %s: a call never made is being verified", types)
+	}
+	if _, err := e.db.Exec(`DROP TRIGGER refuse_call ON provider_calls`); err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
 	if got := len(e.ledger()); got != 1 {
 		t.Errorf("provider ledger = %d refunds, want 1", got)
 	}

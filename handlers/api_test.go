@@ -35,7 +35,7 @@ func decode[T any](t *testing.T, r response) T {
 }
 
 type apiErr struct {
-	Error struct{ Code, Message string }
+	Error struct{ Code, Message, State string }
 }
 
 // wantAPIError checks an API error's status and code.

@@ -43,7 +43,7 @@ type decision struct {
 // approve records the signed-in approver's approval of the run. Approving
 // twice (double click, two tabs) is one approval: the second says so.
 func (h *Handler) approve(c echo.Context) (*decision, error) {
-	run, _, err := h.loadRun(c)
+	run, err := h.decisionRun(c)
 	if err != nil {
 		return nil, err
 	}
@@ -63,7 +63,7 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 // boundary, and the store says whether it came too late to promise that no
 // money moves.
 func (h *Handler) cancel(c echo.Context) (*decision, error) {
-	run, _, err := h.loadRun(c)
+	run, err := h.decisionRun(c)
 	if err != nil {
 		return nil, err
 	}
@@ -76,6 +76,30 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 		return nil, err
 	}
 	return worded(d, cancelWords)
+}
+
+// decisionRun loads the run a decision is about, as loadRun does, except
+// for an approver: one may see only the runs that asked for a decision,
+// yet the run they were sent to decide on is there, only not waiting (an
+// approve sent right after the start, before the agent asked): that is a
+// conflict that says the run's state, not a run that does not exist.
+func (h *Handler) decisionRun(c echo.Context) (*store.Run, error) {
+	run, _, err := h.loadRun(c)
+	if !errors.Is(err, store.ErrNotFound) || currentUser(c).Role != store.RoleApprover {
+		return run, err
+	}
+	id, perr := uuid.Parse(c.Param("id"))
+	if perr != nil {
+		return nil, err
+	}
+	run, _, lerr := h.store.RunForAccess(c.Request().Context(), id)
+	switch {
+	case lerr != nil:
+		return nil, err
+	case store.Terminal(run.State):
+		return nil, &store.Error{Code: store.CodeConflict, Message: msgRunFinished, State: run.State}
+	}
+	return nil, store.NotAwaitingApproval(run)
 }
 
 // decisionReason is the optional reason staff give with a decision; a
@@ -115,7 +139,7 @@ func cancelWords(o store.DecisionOutcome) (result, message string) {
 func worded(d store.Decision, words func(store.DecisionOutcome) (string, string)) (*decision, error) {
 	switch d.Outcome {
 	case store.DecisionRunFinished:
-		return nil, store.Errorf(store.CodeConflict, msgRunFinished)
+		return nil, &store.Error{Code: store.CodeConflict, Message: msgRunFinished, State: d.Run.State}
 	case store.DecisionNotAllowed:
 		return nil, d.Why
 	}

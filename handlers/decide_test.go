@@ -336,3 +336,35 @@ func TestDecide_Reason(t *testing.T) {
 		t.Errorf("a customer's reason was kept")
 	}
 }
+
+// TestDecide_NotAwaitingApproval: an approver who approves or cancels a
+// run right after its start, before the agent asked for a decision, gets a
+// 409 that says the run's state, not a 404 that says it is not there; a
+// customer who may not see the run still gets the 404. Nothing changes.
+func TestDecide_NotAwaitingApproval(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.startRun(t, "customer@example.com", 1000) // created: nothing works on it here
+	approver := a.client(t)
+	a.login(t, approver, "approver@example.com")
+	for _, action := range []string{"approve", "cancel"} {
+		t.Run(action, func(t *testing.T) {
+			e := wantAPIError(t, a.decide(t, approver, "/api/runs/"+run.ID.String(), action, nil), http.StatusConflict, store.CodeConflict)
+			if e.Error.State != store.StateCreated || !strings.Contains(e.Error.Message, "not waiting for an approval (it is created)") {
+				t.Errorf("409 = %+v, want the run's state", e.Error)
+			}
+			page := a.decide(t, approver, "/runs/"+run.ID.String(), action, nil)
+			wantStatus(t, page, http.StatusConflict)
+			if !strings.Contains(page.body, "not waiting for an approval") {
+				t.Errorf("409 page lacks the words:\n%s", page.body)
+			}
+			wantFragment(t, a.decide(t, approver, "/runs/"+run.ID.String(), action, htmx), "This run is not waiting for an approval (it is created).")
+		})
+	}
+	stranger := a.client(t)
+	a.login(t, stranger, "customer2@example.com")
+	wantAPIError(t, a.decide(t, stranger, "/api/runs/"+run.ID.String(), "cancel", nil), http.StatusNotFound, store.CodeNotFound)
+	if n := a.events(t, run, store.EventCancelRequested) + a.events(t, run, store.EventApprovalGranted); n != 0 {
+		t.Errorf("decision events = %d, want none", n)
+	}
+}

@@ -20,6 +20,7 @@ type problem struct {
 	code    string
 	title   string
 	message string
+	state   string // a run's state, for a conflict about it
 }
 
 // statusByCode maps the store's error codes to HTTP statuses: the one place
@@ -74,7 +75,7 @@ func problemFor(err error) problem {
 		p.status, p.code = http.StatusServiceUnavailable, codeUnavailable
 	case errors.As(err, &se):
 		p.code = se.Code
-		p.message = se.Message
+		p.message, p.state = se.Message, se.State
 		if s, ok := statusByCode[se.Code]; ok {
 			p.status = s
 		}
@@ -150,7 +151,7 @@ func (h *Handler) handleError(err error, c echo.Context) {
 	var werr error
 	switch {
 	case isAPI(req):
-		werr = c.JSON(p.status, apiError{Error: apiErrorBody{Code: p.code, Message: p.message}})
+		werr = c.JSON(p.status, apiError{Error: apiErrorBody{Code: p.code, Message: p.message, State: p.state}})
 	case req.Method == http.MethodHead:
 		werr = c.NoContent(p.status)
 	default:
@@ -179,6 +180,8 @@ type apiError struct {
 type apiErrorBody struct {
 	Code    string `json:"code"`
 	Message string `json:"message"`
+	// State is the run's state when a decision conflicts with it.
+	State string `json:"state,omitempty"`
 }
 
 func isAPI(r *http.Request) bool {

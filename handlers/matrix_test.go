@@ -125,14 +125,16 @@ func mxRows() []mxRow {
 
 // mxUnaskedRows are the rows of the routes on one run again, on a run that
 // never asked for approval: approvers see only runs that asked for a
-// decision, so to them this one does not exist. Everyone else gets what
-// they get on a run awaiting approval.
+// decision, so to them this one cannot be read; a decision they send about
+// it is a 409 that says only its state (it does not wait for one: an
+// approve sent right after the start must not read as "no such run").
+// Everyone else gets what they get on a run awaiting approval.
 func mxUnaskedRows() []mxRow {
 	const L = "303 /login"
 	return []mxRow{
 		// mxWant columns: anonymous, customer (owner), other-customer, revoked-customer (owner), approver, support, admin, customer-token.
-		{"POST", "/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{L, "403", "404", "403", "404", "403", "404", L}},
-		{"POST", "/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{L, "303 run", "404", "303 run", "404", "403", "404", L}},
+		{"POST", "/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{L, "403", "404", "403", "409", "403", "404", L}},
+		{"POST", "/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{L, "303 run", "404", "303 run", "409", "403", "404", L}},
 		{"GET", "/runs/:id", false, mxOnUnaskedRun(""), mxWant{L, "200 full", "404", "200 status", "404", "200 full", "404", L}},
 		{"GET", "/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse denied", "sse full", "sse denied", "sse signed-out"}},
 		{"GET", "/support/runs/:id", false, mxOnUnaskedRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
@@ -142,8 +144,8 @@ func mxUnaskedRows() []mxRow {
 		{"GET", "/api/runs/:id", false, mxOnUnaskedRun(""), mxWant{"401", "200 full", "404", "200 status", "404", "200 full", "404", "200 full"}},
 		{"GET", "/api/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"401", "200 full", "404", "403", "404", "200 full", "404", "200 full"}},
 		{"GET", "/api/runs/:id/stream", false, mxOnUnaskedRun(""), mxWant{"401", "sse full", "404", "sse status", "404", "sse full", "404", "sse full"}},
-		{"POST", "/api/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{"401", "403", "404", "403", "404", "403", "404", "403"}},
-		{"POST", "/api/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{"401", "200", "404", "200", "404", "403", "404", "200"}},
+		{"POST", "/api/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{"401", "403", "404", "403", "409", "403", "404", "403"}},
+		{"POST", "/api/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{"401", "200", "404", "200", "409", "403", "404", "200"}},
 	}
 }
 

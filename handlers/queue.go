@@ -58,7 +58,7 @@ func (h *Handler) streamQueue(c echo.Context) error {
 	}
 	sc := h.engine.NewConn(c, currentUser(c).ID)
 	defer sc.End()
-	if refused := sc.AddState("approval queue", g.cred, cursorParam(c.Request()), &queueView{roleGate: g, start: start}); refused != "" {
+	if refused := sc.AddState("approval queue", g.cred, cursorParam(c.Request()), &queueView{roleGate: g, start: start, viewer: currentUser(c).ID}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()
@@ -68,7 +68,8 @@ func (h *Handler) streamQueue(c echo.Context) error {
 // (stream.StateView).
 type queueView struct {
 	roleGate
-	start int64
+	start  int64
+	viewer int64 // the approver looking: their own decisions read "you"
 }
 
 // queueState is a page of the queue as a stream's state.
@@ -89,7 +90,11 @@ func (q *queueView) Render(ctx context.Context, shown, next stream.State) (strin
 	to := next.(queueState).page
 	if shown != nil {
 		if removed, added, ok := queueDiff(shown.(queueState).page, to); ok {
-			data, err := renderBytes(ctx, views.QueueDelta(to, removed, added))
+			gone, err := q.gone(ctx, removed)
+			if err != nil {
+				return "", nil, err
+			}
+			data, err := renderBytes(ctx, views.QueueDelta(to, gone, added))
 			return "", data, err
 		}
 	}
@@ -97,10 +102,35 @@ func (q *queueView) Render(ctx context.Context, shown, next stream.State) (strin
 	return "reset", data, err
 }
 
+// gone says, of each card that left the page, who decided its run, so an
+// approver who was looking at it reads what happened instead of seeing it
+// vanish.
+func (q *queueView) gone(ctx context.Context, removed []*store.QueueItem) ([]views.QueueGone, error) {
+	if len(removed) == 0 {
+		return nil, nil
+	}
+	ids := make([]uuid.UUID, len(removed))
+	for i, it := range removed {
+		ids[i] = it.ID
+	}
+	decided, err := q.h.store.LastDecisions(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]views.QueueGone, len(removed))
+	for i, it := range removed {
+		out[i] = views.QueueGone{Item: it, Viewer: q.viewer}
+		if ev, ok := decided[it.ID]; ok {
+			out[i].Decision = &ev
+		}
+	}
+	return out, nil
+}
+
 // queueDiff is what changed between two versions of a page: the cards to
 // remove and the cards to append. ok is false when appending cannot give
 // the new page's order; the page is then sent whole.
-func queueDiff(shown, next *store.QueuePage) (removed []string, added []*store.QueueItem, ok bool) {
+func queueDiff(shown, next *store.QueuePage) (removed, added []*store.QueueItem, ok bool) {
 	was := make(map[string]bool, len(shown.Items))
 	for _, it := range shown.Items {
 		was[it.ID.String()] = true
@@ -119,9 +149,9 @@ func queueDiff(shown, next *store.QueuePage) (removed []string, added []*store.Q
 		}
 		last = it.Version
 	}
-	for _, it := range shown.Items {
-		if !is[it.ID.String()] {
-			removed = append(removed, views.QueueItemID(it.ID))
+	for i := range shown.Items {
+		if it := &shown.Items[i]; !is[it.ID.String()] {
+			removed = append(removed, it)
 		}
 	}
 	return removed, added, len(added) == 0 || added[0].Version > last

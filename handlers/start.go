@@ -74,19 +74,21 @@ func (f startForm) Validate(orders []store.Order) (store.StartRequest, error) {
 	return store.StartRequest{ClientRequestID: requestID, OrderID: id, Amount: amount, Reason: reason}, nil
 }
 
-// parseAmount reads a decimal amount in major units ("12.50") into minor
-// units with digits decimals, exactly: digits only, no floats, no rounding.
+// parseAmount reads a decimal amount in major units into minor units with
+// digits decimals, exactly: digits only, no floats, no rounding. The
+// decimal separator is a point or a comma ("12.50", "12,50"); there is no
+// grouping, so "1,000.00" is refused rather than guessed at.
 func parseAmount(s string, digits int) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
 		return 0, invalidAmount("Enter the amount to refund.")
 	}
-	whole, frac, hasPoint := strings.Cut(s, ".")
+	whole, frac, hasPoint := strings.Cut(strings.Replace(s, ",", ".", 1), ".")
 	if whole == "" || !allDigits(whole) || !allDigits(frac) || (hasPoint && frac == "") {
 		if digits == 0 {
 			return 0, invalidAmount("Enter the amount as a whole number, like 1500.")
 		}
-		return 0, invalidAmount("Enter the amount as a number, like 12.50.")
+		return 0, invalidAmount("Enter the amount as a number, like 12.50 or 12,50.")
 	}
 	if len(frac) > digits {
 		if digits == 0 {

@@ -24,6 +24,11 @@ func TestStartForm_Validate(t *testing.T) {
 	if got != want {
 		t.Errorf("Validate = %+v, want %+v", got, want)
 	}
+	// A decimal comma reads the same.
+	valid.Amount = "12,50"
+	if got, err := valid.Validate(orders); err != nil || got != want {
+		t.Errorf("Validate with 12,50 = %+v, %v; want %+v", got, err, want)
+	}
 
 	for _, tc := range []struct {
 		name string
@@ -39,7 +44,7 @@ func TestStartForm_Validate(t *testing.T) {
 		{"zero", func(f *startForm) { f.Amount = "0.00" }, "more than zero"},
 		{"negative", func(f *startForm) { f.Amount = "-1" }, "like 12.50"},
 		{"three decimals", func(f *startForm) { f.Amount = "1.005" }, "at most 2 decimals"},
-		{"comma", func(f *startForm) { f.Amount = "12,50" }, "like 12.50"},
+		{"grouped thousands", func(f *startForm) { f.Amount = "1,000.00" }, "like 12.50 or 12,50"},
 		{"exponent", func(f *startForm) { f.Amount = "1e3" }, "like 12.50"},
 		{"trailing point", func(f *startForm) { f.Amount = "12." }, "like 12.50"},
 		{"overflow", func(f *startForm) { f.Amount = "999999999999999999999" }, "too large"},
@@ -66,6 +71,8 @@ func TestParseAmount(t *testing.T) {
 		want   int64
 	}{
 		{"12.50", 2, 1250},
+		{"3,50", 2, 350},
+		{"3,5", 2, 350},
 		{"12.5", 2, 1250},
 		{"12", 2, 1200},
 		{"0.01", 2, 1},
@@ -78,7 +85,7 @@ func TestParseAmount(t *testing.T) {
 			t.Errorf("parseAmount(%q, %d) = %d, %v; want %d", tc.in, tc.digits, got, err, tc.want)
 		}
 	}
-	for _, in := range []string{"", ".5", "1.2.3", "١٢", "+1", "92233720368547758.08", "0"} {
+	for _, in := range []string{"", ".5", "1.2.3", "١٢", "+1", "92233720368547758.08", "0", "1,000.00", "1.000,00", "1,2,3", ",5", "1,000"} {
 		if got, err := parseAmount(in, 2); err == nil {
 			t.Errorf("parseAmount(%q) = %d, want an error", in, got)
 		}

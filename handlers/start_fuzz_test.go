@@ -24,14 +24,15 @@ var fuzzOrders = []store.Order{
 }
 
 // FuzzParseAmount holds parseAmount to its rule, spelled out apart from
-// it: digits, at most one point with at least one digit on each side and
+// it: digits, at most one decimal point or comma with at least one digit
+// on each side and
 // no more decimals than the currency has, more than zero, within int64. An
 // accepted amount formats back, through FormatMoney, to the same number;
 // anything else is a store.Error the form shows in words.
 func FuzzParseAmount(f *testing.F) {
 	for _, s := range []string{"12.50", "12.5", "12", "0.01", "007.10", " 1500 ", "92233720368547758.07",
 		"92233720368547758.08", "9223372036854775807", "", ".5", "5.", "1.2.3", "1,000.00", "-1", "+1", "0",
-		"0.00", "1e3", "١٢", "１２", "12.5\u00a0", "0x10", "1_000", "1.005"} {
+		"0.00", "1e3", "١٢", "１２", "12.5\u00a0", "0x10", "1_000", "1.005", "3,50", "3,5", "1,000", ",5", "5,", "1,2,3", "1.2,3"} {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -67,7 +68,7 @@ func FuzzParseAmount(f *testing.F) {
 }
 
 // amountPattern is an amount as the form takes it, before range checks.
-var amountPattern = regexp.MustCompile(`^([0-9]+)(?:\.([0-9]+))?$`)
+var amountPattern = regexp.MustCompile(`^([0-9]+)(?:[.,]([0-9]+))?$`)
 
 // amountByRule is the minor units s stands for with digits decimals, and
 // whether the form accepts it.
@@ -86,8 +87,8 @@ func amountByRule(s string, digits int) (int64, bool) {
 // canonicalAmount is s as FormatMoney writes its number: no leading zeros,
 // exactly digits decimals, no grouping.
 func canonicalAmount(s string, digits int) string {
-	whole, frac, _ := strings.Cut(strings.TrimSpace(s), ".")
-	whole = strings.TrimLeft(whole, "0")
+	m := amountPattern.FindStringSubmatch(strings.TrimSpace(s))
+	whole, frac := strings.TrimLeft(m[1], "0"), m[2]
 	if whole == "" {
 		whole = "0"
 	}

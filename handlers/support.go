@@ -101,7 +101,8 @@ func (h *Handler) showSupportRun(c echo.Context) error {
 }
 
 // supportExport is the run as support downloads it: the API's snapshot,
-// the ledger with its call counts and problems, and every stored event.
+// the ledger with every call made to the provider and its last problem,
+// and every stored event (decisions carry who made them and the reason).
 type supportExport struct {
 	apiSnapshot
 	Ledger     []supportLedgerEntry `json:"ledger"`
@@ -110,11 +111,34 @@ type supportExport struct {
 }
 
 type supportLedgerEntry struct {
-	ID          uuid.UUID `json:"id"`
-	State       string    `json:"state"`
-	Attempts    int       `json:"attempts"`
-	LastError   string    `json:"last_error"`
-	ProviderRef *string   `json:"provider_ref"`
+	ID          uuid.UUID     `json:"id"`
+	State       string        `json:"state"`
+	Calls       []supportCall `json:"calls"`
+	LastError   string        `json:"last_error"`
+	ProviderRef *string       `json:"provider_ref"`
+}
+
+// supportCall is one call made to the provider: http_status and
+// duration_ms are null when no answer was read, or the call never ended.
+type supportCall struct {
+	Kind       string    `json:"kind"`
+	StartedAt  time.Time `json:"started_at"`
+	Ended      bool      `json:"ended"`
+	HTTPStatus *int64    `json:"http_status"`
+	DurationMS *float64  `json:"duration_ms"`
+	Result     string    `json:"result"`
+}
+
+func newSupportCall(c store.ProviderCall) supportCall {
+	out := supportCall{Kind: c.Kind, StartedAt: c.StartedAt.UTC(), Ended: c.Ended, Result: c.Result}
+	if c.HTTPStatus.Valid {
+		out.HTTPStatus = &c.HTTPStatus.Int64
+	}
+	if c.DurationUS.Valid {
+		ms := float64(c.DurationUS.Int64) / 1000
+		out.DurationMS = &ms
+	}
+	return out
 }
 
 // exportRun is "Download JSON": the run, its ledger and its stored log as
@@ -132,7 +156,12 @@ func (h *Handler) exportRun(c echo.Context) error {
 	}
 	out.apiSnapshot = api
 	for _, op := range snap.Operations {
-		e := supportLedgerEntry{ID: op.ID, State: op.State, Attempts: op.Attempts, LastError: op.LastError}
+		e := supportLedgerEntry{ID: op.ID, State: op.State, LastError: op.LastError, Calls: []supportCall{}}
+		for _, c := range snap.Calls {
+			if c.OperationID == op.ID {
+				e.Calls = append(e.Calls, newSupportCall(c))
+			}
+		}
 		if op.ProviderRef.Valid {
 			e.ProviderRef = &op.ProviderRef.String
 		}

@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"net/http"
+	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -12,6 +14,8 @@ import (
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/testkit"
+	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
 
@@ -148,8 +152,9 @@ func TestSupportRun_Page(t *testing.T) {
 	if want := []string{store.EventOperationSubmitted, store.EventOperationReconciling, store.EventOperationSucceeded}; strings.Join(steps, ",") != strings.Join(want, ",") {
 		t.Errorf("ledger steps = %v, want %v", steps, want)
 	}
-	if got := doc.Find(".ledger-op .attempts").Text(); got != "2" {
-		t.Errorf("calls = %q, want 2", got)
+	// Made through the store alone: no call reached a provider.
+	if got := doc.Find(".ledger-op .attempts").Text(); got != "0" || doc.Find(".ledger-call").Length() != 0 {
+		t.Errorf("calls = %q, want 0 (TestSupportRun_EveryProviderCall makes some)", got)
 	}
 	if got := doc.Find("#coverage-pruned").Text(); !strings.Contains(got, "Nothing has been pruned") {
 		t.Errorf("coverage = %q", got)
@@ -166,8 +171,9 @@ func TestSupportRun_Page(t *testing.T) {
 			t.Fatal(err)
 		}
 		doc := a.get(t, c, "/support/runs/"+run.ID.String()).doc(t)
-		if got := doc.Find("#coverage-pruned").Text(); !strings.Contains(got, "Narration up to seq 3 was pruned") {
-			t.Errorf("coverage = %q, want the pruned boundary", got)
+		if got := strings.Join(strings.Fields(doc.Find("#coverage-pruned").Text()), " "); !strings.Contains(got, "removed narration up to seq 3") ||
+			!strings.Contains(got, "no longer kept") || !strings.Contains(got, "whole from seq 4") {
+			t.Errorf("coverage = %q, want the pruned boundary and where the history is whole", got)
 		}
 		if n := doc.Find(`#support-timeline tr[data-class="presentation"]`).Length(); n != 0 {
 			t.Errorf("%d narration rows after pruning", n)
@@ -201,7 +207,7 @@ func TestSupportRun_Export(t *testing.T) {
 		} `json:"run"`
 		CoveringSeq int64 `json:"covering_seq"`
 		Ledger      []struct {
-			Attempts  int    `json:"attempts"`
+			Calls     []any  `json:"calls"`
 			LastError string `json:"last_error"`
 		} `json:"ledger"`
 		Events []store.Event `json:"events"`
@@ -215,8 +221,8 @@ func TestSupportRun_Export(t *testing.T) {
 	if int64(len(got.Events)) != got.CoveringSeq || got.Events[len(got.Events)-1].Seq != got.CoveringSeq {
 		t.Errorf("%d events, covering seq %d: want every event up to it", len(got.Events), got.CoveringSeq)
 	}
-	if len(got.Ledger) != 1 || got.Ledger[0].Attempts != 2 {
-		t.Errorf("ledger = %+v, want one operation with 2 calls", got.Ledger)
+	if len(got.Ledger) != 1 || got.Ledger[0].Calls == nil || len(got.Ledger[0].Calls) != 0 {
+		t.Errorf("ledger = %+v, want one operation with its (no) calls", got.Ledger)
 	}
 
 	for _, tc := range []struct {
@@ -241,4 +247,86 @@ func TestSupportRun_Export(t *testing.T) {
 	t.Run("signed out", func(t *testing.T) {
 		wantRedirect(t, a.get(t, a.client(t), path), "/login?next="+strings.ReplaceAll(path, "/", "%2F"))
 	})
+}
+
+// providerCallRow is one row of support's table of provider calls.
+type providerCallRow struct{ kind, status, when, took string }
+
+// TestSupportRun_EveryProviderCall: the provider refuses two submits, drops
+// the third after committing it, and refuses two lookups before the third
+// finds the refund. Support's ledger lists all six calls, failed ones too,
+// each with its time, HTTP status and duration, and counts six; the
+// approver's reason is on the timeline and in the audit log; "Download
+// JSON" holds the same calls. The provider's own ledger has one refund.
+func TestSupportRun_EveryProviderCall(t *testing.T) {
+	t.Parallel()
+	// The third submit's answer never comes: the executor gives up after
+	// its 5 s timeout. (A connection closed early would not do: Go's
+	// transport resends a POST that carries an Idempotency-Key by itself.)
+	a := newApp(t, handlers.Config{}, withExecutor(nil, payments.Faults{Error5xxNext: 2, CommitThenDrop: true,
+		LookupError5xxNext: 2}))
+	run := a.startRun(t, "customer@example.com", 500)
+	testkit.WaitRunState(t, a.store, run.ID, store.StateAwaitingApproval, time.Minute)
+	approver := a.client(t)
+	a.login(t, approver, "approver@example.com")
+	wantRedirect(t, a.post(t, approver, "/runs/"+run.ID.String()+"/approve", url.Values{"reason": {"photos checked"}}), "/runs/"+run.ID.String())
+	testkit.WaitRunState(t, a.store, run.ID, store.StateCompleted, time.Minute)
+	if n := a.count(t, `SELECT count(*) FROM provider_refunds WHERE key IN (SELECT id::text FROM operations WHERE run_id = $1)`, run.ID); n != 1 {
+		t.Fatalf("the provider's ledger holds %d refunds for the run, want 1", n)
+	}
+
+	c := a.client(t)
+	a.login(t, c, "support@example.com")
+	doc := a.get(t, c, "/support/runs/"+run.ID.String()).doc(t)
+	var rows []providerCallRow
+	doc.Find(".ledger-call").Each(func(_ int, s *goquery.Selection) {
+		rows = append(rows, providerCallRow{s.AttrOr("data-kind", ""), s.AttrOr("data-status", ""),
+			s.Find("time").AttrOr("datetime", ""), strings.TrimSpace(s.Find(".took").Text())})
+	})
+	want := []providerCallRow{{kind: "submit", status: "503"}, {kind: "submit", status: "503"}, {kind: "submit", status: "none"},
+		{kind: "lookup", status: "503"}, {kind: "lookup", status: "503"}, {kind: "lookup", status: "200"}}
+	if len(rows) != len(want) {
+		t.Fatalf("provider calls listed = %+v, want %d", rows, len(want))
+	}
+	for i, r := range rows {
+		if r.kind != want[i].kind || r.status != want[i].status || r.when == "" || !strings.HasSuffix(r.took, "s") {
+			t.Errorf("call %d = %+v, want %s answered %s with a time and a duration", i+1, r, want[i].kind, want[i].status)
+		}
+	}
+	if got := doc.Find(".ledger-op .attempts").Text(); got != "6" {
+		t.Errorf("the ledger counts %q calls, lists %d", got, len(rows))
+	}
+	approval := doc.Find(`#support-timeline tr[data-type="approval.granted"]`)
+	if got := approval.Text(); !strings.Contains(got, "Avery Approver (approver)") || !strings.Contains(got, "“photos checked”") {
+		t.Errorf("approval row = %q, want the approver and the reason", got)
+	}
+	audit := a.get(t, c, "/support/audit?action="+store.AuditRunApproved).doc(t).Text()
+	if !strings.Contains(audit, "Avery Approver (approver)") || !strings.Contains(audit, "“photos checked”") {
+		t.Errorf("audit log lacks the approver's reason:\n%s", audit)
+	}
+
+	var export struct {
+		Ledger []struct {
+			Calls []struct {
+				Kind       string   `json:"kind"`
+				HTTPStatus *int     `json:"http_status"`
+				DurationMS *float64 `json:"duration_ms"`
+			} `json:"calls"`
+		} `json:"ledger"`
+	}
+	if err := json.Unmarshal([]byte(a.get(t, c, "/support/runs/"+run.ID.String()+"/export").body), &export); err != nil {
+		t.Fatal(err)
+	}
+	if len(export.Ledger) != 1 || len(export.Ledger[0].Calls) != len(want) {
+		t.Fatalf("export ledger = %+v, want the %d calls", export.Ledger, len(want))
+	}
+	for i, call := range export.Ledger[0].Calls {
+		status := "none"
+		if call.HTTPStatus != nil {
+			status = strconv.Itoa(*call.HTTPStatus)
+		}
+		if call.Kind != want[i].kind || status != want[i].status || call.DurationMS == nil {
+			t.Errorf("exported call %d = %+v (status %s), want %s answered %s", i+1, call, status, want[i].kind, want[i].status)
+		}
+	}
 }

@@ -142,6 +142,19 @@ func (c *Client) do(ctx context.Context, op, key, method, path string, h http.He
 	return answer(op, key, status, data, out)
 }
 
+// Answer is what a caller learns about the HTTP answer to one call,
+// whatever the call returns: its status, 0 when none was read.
+type Answer struct{ Status int }
+
+type answerKey struct{}
+
+// WithAnswer returns a context whose next call through a Client notes its
+// answer in the returned *Answer, for a caller that records its calls.
+func WithAnswer(ctx context.Context) (context.Context, *Answer) {
+	a := &Answer{}
+	return context.WithValue(ctx, answerKey{}, a), a
+}
+
 // exchange sends one request and reads its answer's status and body. Its
 // error is one from before an answer was read.
 func (c *Client) exchange(ctx context.Context, op, key, method, path string, h http.Header, body []byte) (int, []byte, error) {
@@ -167,6 +180,9 @@ func (c *Client) exchange(ctx context.Context, op, key, method, path string, h h
 		return 0, nil, &Error{Kind: transportKind(err), Op: op, Key: key, Err: err}
 	}
 	defer resp.Body.Close()
+	if a, ok := ctx.Value(answerKey{}).(*Answer); ok {
+		a.Status = resp.StatusCode
+	}
 	data, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
 	if err != nil {
 		// The status line arrived but the body did not: for a 2xx the

@@ -75,6 +75,143 @@
     }
   });
 
+  // A screen reader hears, through #run-announcer: the status when it
+  // changes, at once, and the narration added since it last heard, at most
+  // once every data-throttle-ms. The connection speaks through the
+  // indicator's own live region.
+  var heard = { state: null, narrated: null, timer: null };
+
+  function runState() {
+    var el = document.getElementById('run-state');
+    return el ? el.textContent.trim() : '';
+  }
+
+  function narrationText() {
+    var el = document.getElementById('narration');
+    return el ? el.textContent : '';
+  }
+
+  function say(text) {
+    var el = document.getElementById('run-announcer');
+    if (el && text) el.textContent = text;
+  }
+
+  function announce() {
+    if (!document.getElementById('run-announcer')) return;
+    if (heard.state === null) { heard.state = runState(); heard.narrated = narrationText(); }
+    var state = runState();
+    if (state && state !== heard.state) {
+      heard.state = state;
+      say('Status: ' + state);
+    }
+    if (heard.timer) return;
+    var every = parseInt(document.getElementById('run-announcer').getAttribute('data-throttle-ms'), 10) || 8000;
+    heard.timer = setTimeout(function () {
+      heard.timer = null;
+      var now = narrationText();
+      // A restarted step or a reset starts the narration again.
+      var added = now.indexOf(heard.narrated) === 0 ? now.slice(heard.narrated.length) : now;
+      heard.narrated = now;
+      added = added.trim();
+      if (added) say(added.length > 400 ? '…' + added.slice(-400) : added);
+    }, every);
+  }
+
+  // A decision being typed survives the stream. A message may draw the
+  // decision forms again (the run changed) or take them away (someone else
+  // decided). Before the swap the open forms and their reasons are noted;
+  // after it, a form drawn again is reopened with its reason, and one that
+  // is gone leaves its reason beside the words that say who decided, to
+  // copy. A form the viewer sent is not noted: its reason went with it.
+  var typed = [];
+
+  function noteTyped() {
+    typed = [];
+    document.querySelectorAll('details.confirm form').forEach(function (form) {
+      var input = form.querySelector('input[name="reason"]');
+      var details = form.closest('details');
+      if (!input || form.getAttribute('data-sent') || (!details.open && !input.value)) return;
+      var card = form.closest('.queue-item');
+      if (typed.some(function (t) { return t.id === input.id; })) return;
+      typed.push({ id: input.id, details: details.id, value: input.value, card: card ? card.id : '' });
+    });
+  }
+
+  function keepTyped() {
+    typed.forEach(function (t) {
+      var input = document.getElementById(t.id);
+      if (input) {
+        if (!input.value) input.value = t.value;
+        var d = input.closest('details');
+        if (d) d.open = true;
+        return;
+      }
+      keptReason(t);
+    });
+    typed = [];
+  }
+
+  // decidedWords are the page's own words for the decision that took the
+  // form away: the queue's note for that card, or the run's latest
+  // decision on its timeline.
+  function decidedWords(t) {
+    if (t.card) {
+      var li = document.querySelector('#queue-decided li[data-card="' + t.card + '"]');
+      return li ? li : null;
+    }
+    var items = document.querySelectorAll('#timeline li[data-type="approval.granted"], #timeline li[data-type="cancel.requested"]');
+    return items.length ? items[items.length - 1] : null;
+  }
+
+  function keptReason(t) {
+    var where = decidedWords(t);
+    var box = document.createElement('div');
+    box.className = 'kept-reason';
+    if (!(t.card && where)) {
+      // On the run page the decision is said again beside the reason; the
+      // queue's note already says it.
+      var said = document.createElement('p');
+      var words = where ? where.cloneNode(true) : null;
+      if (words) words.querySelectorAll('time').forEach(function (x) { x.remove(); });
+      said.textContent = 'Decided by someone else while you were deciding: ' +
+        (words ? words.textContent.trim() : 'the run no longer waits for a decision.');
+      box.setAttribute('role', 'status');
+      box.appendChild(said);
+    } else if (!t.value) {
+      return;
+    }
+    if (t.value) {
+      var label = document.createElement('label');
+      label.textContent = 'Your reason, not sent:';
+      var text = document.createElement('textarea');
+      text.readOnly = true;
+      text.value = t.value;
+      label.appendChild(text);
+      box.appendChild(label);
+    }
+    if (t.card && where) {
+      where.appendChild(box);
+      return;
+    }
+    var run = document.getElementById('run-body');
+    if (run) run.parentNode.insertBefore(box, run);
+  }
+
+  document.addEventListener('submit', function (e) {
+    if (e.target instanceof Element) e.target.setAttribute('data-sent', '1');
+  }, true);
+  document.addEventListener('htmx:sseBeforeMessage', function (e) { if (!e.defaultPrevented) noteTyped(); });
+  document.addEventListener('htmx:sseMessage', keepTyped);
+  // The queue's word of others' decisions keeps the latest few: an
+  // approver who leaves the page open all day gets no endless list.
+  document.addEventListener('htmx:sseMessage', function () {
+    var list = document.getElementById('queue-decided');
+    while (list && list.children.length > 10) list.removeChild(list.firstElementChild);
+  });
+
+  document.addEventListener('DOMContentLoaded', announce);
+  document.addEventListener('htmx:sseMessage', announce);
+
   document.addEventListener('htmx:sseOpen', function (e) { if (rootOf(e)) indicate('live', 'Live'); });
   document.addEventListener('htmx:sseError', function (e) { if (rootOf(e)) indicate('reconnecting', 'Reconnecting…'); });
   document.addEventListener('htmx:sseClose', function (e) {

@@ -29,19 +29,41 @@ func ParseCursor(raw string) (int64, error) {
 
 // CheckCursor judges a cursor against the run as read: ErrCursorExpired
 // when events after it may have been pruned, ErrCursorInvalid when it is
-// outside the log (negative, or ahead of last_seq). A stream checks it
+// outside the log (negative, or ahead of last_seq) or names a seq a restart
+// skipped (one handed out for narration the crash lost). A stream checks it
 // against the run it already loaded for access, so a cursor that cannot
 // resume goes straight to a snapshot without asking the log first.
 func (r *Run) CheckCursor(cursor int64) error {
-	return checkCursor(cursor, r.LastSeq, r.ReplayFloor)
+	return checkCursor(cursor, r.LastSeq, r.ReplayFloor, r.SeqGaps)
 }
 
-func checkCursor(cursor, lastSeq, floor int64) error {
+func checkCursor(cursor, lastSeq, floor int64, gaps []int64) error {
 	switch {
 	case cursor < 0 || cursor > lastSeq:
 		return Errorf(CodeCursorInvalid, "cursor %d is outside this run's log (0..%d)", cursor, lastSeq)
 	case cursor < floor:
-		return Errorf(CodeCursorExpired, "events after %d are no longer kept (history starts after %d)", cursor, floor)
+		return Errorf(CodeCursorExpired, "events after %d are no longer kept (the history is whole from seq %d)", cursor, floor+1)
+	}
+	for _, g := range skipped(gaps) {
+		if cursor >= g.From && cursor <= g.To {
+			return Errorf(CodeCursorInvalid, "cursor %d names no event of this run: seqs %d–%d were skipped when the database restarted", cursor, g.From, g.To)
+		}
 	}
 	return nil
+}
+
+// SeqRange is the seqs From..To, both included.
+type SeqRange struct{ From, To int64 }
+
+// SkippedSeqs are the seq ranges the run's log skipped after PostgreSQL
+// restarts, oldest first: no event ever had them, so nothing there is
+// missing.
+func (r *Run) SkippedSeqs() []SeqRange { return skipped(r.SeqGaps) }
+
+func skipped(gaps []int64) []SeqRange {
+	out := make([]SeqRange, len(gaps))
+	for i, g := range gaps {
+		out[i] = SeqRange{g + 1, g + seqEpochGap}
+	}
+	return out
 }

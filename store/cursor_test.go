@@ -92,8 +92,9 @@ func canonicalSeq(s string) bool {
 
 func TestRun_CheckCursor(t *testing.T) {
 	t.Parallel()
-	// Events 1..10, of which 1..4 were pruned.
-	run := &store.Run{LastSeq: 10, ReplayFloor: 4}
+	// Events 1..10 and 1011..1012, of which 1..4 were pruned; a restart
+	// skipped 11..1010.
+	run := &store.Run{LastSeq: 1012, ReplayFloor: 4, SeqGaps: []int64{10}}
 	for _, tc := range []struct {
 		name   string
 		cursor int64
@@ -101,10 +102,14 @@ func TestRun_CheckCursor(t *testing.T) {
 	}{
 		{"at the floor", 4, nil},
 		{"inside the log", 7, nil},
-		{"at the end", 10, nil},
+		{"before the restart's skip", 10, nil},
+		{"inside the skip: narration the crash lost", 11, store.ErrCursorInvalid},
+		{"at the skip's end", 1010, store.ErrCursorInvalid},
+		{"after the skip", 1011, nil},
+		{"at the end", 1012, nil},
 		{"below the floor", 3, store.ErrCursorExpired},
 		{"from the start", 0, store.ErrCursorExpired},
-		{"from the future", 11, store.ErrCursorInvalid},
+		{"from the future", 1013, store.ErrCursorInvalid},
 		{"negative", -1, store.ErrCursorInvalid},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

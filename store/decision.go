@@ -5,10 +5,12 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 )
 
 // Approval is the request for a person's decision on a run's proposed
@@ -196,7 +198,7 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	case a == nil && Terminal(r.State):
 		return Decision{Outcome: DecisionRunFinished}
 	case a == nil:
-		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeConflict, "this run is not waiting for an approval")}
+		return Decision{Outcome: DecisionNotAllowed, Why: NotAwaitingApproval(r)}
 	case a.Decision.Valid:
 		return Decision{Outcome: DecisionAlreadyMade}
 	case r.OwnerID == approverID:
@@ -204,9 +206,16 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	case Terminal(r.State):
 		return Decision{Outcome: DecisionRunFinished}
 	case r.CancelRequested():
-		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeConflict, "the run is being canceled")}
+		return Decision{Outcome: DecisionNotAllowed, Why: &Error{Code: CodeConflict, Message: "the run is being canceled", State: r.State}}
 	}
 	return Decision{Outcome: DecisionAccepted}
+}
+
+// NotAwaitingApproval is the conflict of a decision on a run that does not
+// wait for one (yet, or any more), with the state it is in.
+func NotAwaitingApproval(r *Run) *Error {
+	return &Error{Code: CodeConflict, State: r.State,
+		Message: "this run is not waiting for an approval (it is " + strings.ReplaceAll(r.State, "_", " ") + ")"}
 }
 
 // CancelTooLate is the one rule for how late a cancel may come: once an
@@ -274,6 +283,23 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 	}
 	d.Run = run
 	return d, nil
+}
+
+// LastDecisions reads the latest decision made about each of runIDs (its
+// approval.granted or cancel.requested event), for a page that must say
+// who decided a run it showed. A run with none is not in the map.
+func (s *Store) LastDecisions(ctx context.Context, runIDs []uuid.UUID) (map[uuid.UUID]Event, error) {
+	var evs []Event
+	if err := s.db.SelectContext(ctx, &evs, `SELECT DISTINCT ON (run_id) `+eventColumns+` FROM run_events
+        WHERE run_id = ANY($1) AND type IN ('`+EventApprovalGranted+`', '`+EventCancelRequested+`')
+        ORDER BY run_id, seq DESC`, pq.Array(runIDs)); err != nil {
+		return nil, fmt.Errorf("store: last decisions: %w", err)
+	}
+	out := make(map[uuid.UUID]Event, len(evs))
+	for _, ev := range evs {
+		out[ev.RunID] = ev
+	}
+	return out, nil
 }
 
 // auditDecision is a decision's audit detail: who, under key, and the

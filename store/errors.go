@@ -23,6 +23,8 @@ const (
 type Error struct {
 	Code    string
 	Message string
+	// State, for a conflict about a run, is the state the run is in.
+	State string
 }
 
 func (e *Error) Error() string { return e.Message }

@@ -31,19 +31,22 @@ type Event struct {
 const eventColumns = `run_id, seq, event_id, type, class, payload, created_at`
 
 // seqEpochGap is how many seqs the first append after a PostgreSQL restart
-// skips. It must exceed the narration events one run can have committed
+// skips (runs.seq_gaps records where each gap begins, not its length:
+// changing this needs a migration of the gaps already recorded). It must
+// exceed the narration events one run can have committed
 // but not yet flushed when the server stops: the WAL writer flushes
 // asynchronous commits within three wal_writer_delays (600 ms by default),
 // and a run narrates at most about ten events a second.
 const seqEpochGap = 1000
 
 // bumpSeq is the SET list of every append's UPDATE of the run: n more
-// events, and after a restart a gap below a raised replay_floor. The right-
-// hand sides read the row as it was.
+// events, and after a restart a gap of seqEpochGap seqs, recorded in
+// seq_gaps by the last seq before it. The right-hand sides read the row as
+// it was.
 func bumpSeq(n string) string {
 	return fmt.Sprintf(`
     last_seq = last_seq + %[2]s + CASE WHEN seq_epoch = pg_postmaster_start_time() THEN 0 ELSE %[1]d END,
-    replay_floor = CASE WHEN seq_epoch = pg_postmaster_start_time() THEN replay_floor ELSE last_seq + %[1]d END,
+    seq_gaps = CASE WHEN seq_epoch = pg_postmaster_start_time() THEN seq_gaps ELSE array_append(seq_gaps, last_seq) END,
     seq_epoch = pg_postmaster_start_time(),
     updated_at = now()`, seqEpochGap, n)
 }
@@ -55,8 +58,8 @@ func bumpSeq(n string) string {
 // readers goes out after the commit (notify.go).
 //
 // The first append after a PostgreSQL restart skips seqEpochGap seqs and
-// raises replay_floor past them (see migrations/00008_seq_epoch.sql): seqs
-// of narration lost in a crash are never handed out again.
+// records the gap (migrations 00008 and 00011): seqs of narration lost in a
+// crash are never handed out again, and nothing kept is lost.
 var appendSQL = `
 WITH bump AS (
     UPDATE runs SET ` + bumpSeq("$2") + `
@@ -162,7 +165,7 @@ func pageLimit(limit int) int {
 }
 
 const eventsAfterSQL = `
-SELECT r.last_seq, r.replay_floor, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
+SELECT r.last_seq, r.replay_floor, r.seq_gaps, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
 FROM runs r
 LEFT JOIN LATERAL (
     SELECT ` + eventColumns + ` FROM run_events
@@ -194,6 +197,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 		out             = make([]Event, 0, min(limit, 16)) // most reads find a few events
 		found           bool
 		lastSeq, floor  int64
+		gaps            pq.Int64Array
 		seq             sql.NullInt64
 		runIDs, eventID uuid.NullUUID
 		typ, class      sql.NullString
@@ -201,7 +205,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 		createdAt       sql.NullTime
 	)
 	for rows.Next() {
-		if err := rows.Scan(&lastSeq, &floor, &runIDs, &seq, &eventID, &typ, &class, &payload, &createdAt); err != nil {
+		if err := rows.Scan(&lastSeq, &floor, &gaps, &runIDs, &seq, &eventID, &typ, &class, &payload, &createdAt); err != nil {
 			return nil, fmt.Errorf("store: events after: %w", err)
 		}
 		found = true
@@ -217,7 +221,7 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 	if !found {
 		return nil, ErrNotFound
 	}
-	if err := checkCursor(cursor, lastSeq, floor); err != nil {
+	if err := checkCursor(cursor, lastSeq, floor, gaps); err != nil {
 		return nil, err
 	}
 	return out, nil

@@ -96,8 +96,8 @@ func narrationText(t *testing.T, ev store.Event) string {
 // with an immediate shutdown (its crash) while narration sits committed
 // but unflushed, as a client already saw it. After the restart the lost
 // narration is gone, the client's cursor is a reset (ahead of the log at
-// first, below the replay floor once the run goes on), and no seq the
-// client held ever names a different event.
+// first, inside the skipped seqs once the run goes on), no seq the client
+// held ever names a different event, and a cursor at a kept event resumes.
 func TestAppendNarration_CrashLosesNarrationButNoSeqIsReused(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -160,8 +160,17 @@ func TestAppendNarration_CrashLosesNarrationButNoSeqIsReused(t *testing.T) {
 	if evs[0].Seq <= seen {
 		t.Fatalf("the first event after the crash has seq %d; a client already holds seq %d for another event", evs[0].Seq, seen)
 	}
-	if _, err := st.EventsAfter(ctx, run.ID, seen, 100); !errors.Is(err, store.ErrCursorExpired) {
-		t.Fatalf("cursor %d after the restart: err = %v, want ErrCursorExpired (a reset)", seen, err)
+	if _, err := st.EventsAfter(ctx, run.ID, seen, 100); !errors.Is(err, store.ErrCursorInvalid) {
+		t.Fatalf("cursor %d after the restart: err = %v, want ErrCursorInvalid (a reset: it names no kept event)", seen, err)
+	}
+	// The skip is no loss: a cursor at the last kept event resumes, and
+	// retention's floor stays where it was.
+	got, err := st.EventsAfter(ctx, run.ID, after, 100)
+	if err != nil || len(got) != 1 || got[0].Seq != evs[0].Seq {
+		t.Fatalf("events after the kept seq %d = %v, %v; want the new event %d", after, got, err, evs[0].Seq)
+	}
+	if r, err := st.RunByID(ctx, run.ID); err != nil || r.ReplayFloor != 0 {
+		t.Fatalf("replay_floor after the restart = %v (%v), want 0: nothing was pruned", r, err)
 	}
 	if problems, err := st.Verify(ctx); err != nil || len(problems) > 0 {
 		t.Fatalf("Verify: %v %v", problems, err)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // Run states. The last three are terminal.
@@ -39,27 +40,32 @@ func Terminal(state string) bool {
 
 // Run is one refund request and the agent's work on it.
 type Run struct {
-	ID                uuid.UUID    `db:"id" json:"id"`
-	OwnerID           int64        `db:"owner_id" json:"owner_id"`
-	OrderID           int64        `db:"order_id" json:"order_id"`
-	Amount            int64        `db:"amount" json:"amount"`
-	Currency          string       `db:"currency" json:"currency"`
-	Reason            string       `db:"reason" json:"reason"`
-	ClientRequestID   string       `db:"client_request_id" json:"-"`
-	State             string       `db:"state" json:"state"`
-	LastSeq           int64        `db:"last_seq" json:"last_seq"`
-	ReplayFloor       int64        `db:"replay_floor" json:"replay_floor"`
-	CancelRequestedAt sql.NullTime `db:"cancel_requested_at" json:"-"`
-	CreatedAt         time.Time    `db:"created_at" json:"created_at"`
-	UpdatedAt         time.Time    `db:"updated_at" json:"updated_at"`
-	FinishedAt        sql.NullTime `db:"finished_at" json:"-"`
+	ID              uuid.UUID `db:"id" json:"id"`
+	OwnerID         int64     `db:"owner_id" json:"owner_id"`
+	OrderID         int64     `db:"order_id" json:"order_id"`
+	Amount          int64     `db:"amount" json:"amount"`
+	Currency        string    `db:"currency" json:"currency"`
+	Reason          string    `db:"reason" json:"reason"`
+	ClientRequestID string    `db:"client_request_id" json:"-"`
+	State           string    `db:"state" json:"state"`
+	LastSeq         int64     `db:"last_seq" json:"last_seq"`
+	// ReplayFloor is the highest seq retention removed: the log is whole
+	// after it. Only retention raises it.
+	ReplayFloor int64 `db:"replay_floor" json:"replay_floor"`
+	// SeqGaps are where the seqs skipped after a PostgreSQL restart begin
+	// (SkippedSeqs): no event ever had them, so they are not a loss.
+	SeqGaps           pq.Int64Array `db:"seq_gaps" json:"-"`
+	CancelRequestedAt sql.NullTime  `db:"cancel_requested_at" json:"-"`
+	CreatedAt         time.Time     `db:"created_at" json:"created_at"`
+	UpdatedAt         time.Time     `db:"updated_at" json:"updated_at"`
+	FinishedAt        sql.NullTime  `db:"finished_at" json:"-"`
 }
 
 // CancelRequested reports whether someone asked to cancel the run.
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
 const runColumns = `id, owner_id, order_id, amount, currency, reason, client_request_id, state,
-    last_seq, replay_floor, cancel_requested_at, created_at, updated_at, finished_at`
+    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at`
 
 // Limits on what a start request may carry.
 const (

@@ -18,10 +18,13 @@ import (
 // CoveringSeq, the run's last_seq at that read. A live stream that goes on
 // strictly after CoveringSeq neither misses nor repeats anything.
 type Snapshot struct {
-	Run          *Run
-	CoveringSeq  int64
-	ReplayFloor  int64
-	Operations   []Operation
+	Run         *Run
+	CoveringSeq int64
+	ReplayFloor int64
+	Operations  []Operation
+	// Calls are every call made to the provider about the operations,
+	// oldest first; read with Events only.
+	Calls        []ProviderCall
 	Approval     *Approval     // nil until approval is requested
 	FinalMessage *FinalMessage // nil until the run finishes
 	// Events are the stored events with seq <= CoveringSeq: all business
@@ -154,6 +157,9 @@ func readLog(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, query string) err
 	}
 	if snap.Events, err = scanEvents(rows, snap.Events); err != nil {
 		return fmt.Errorf("store: snapshot events: %w", err)
+	}
+	if snap.Calls, err = providerCallsByRun(ctx, tx, snap.Run.ID); err != nil {
+		return err
 	}
 	for _, ev := range snap.Events {
 		if slices.Contains(markTypes, ev.Type) {

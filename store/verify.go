@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"strconv"
 )
 
 // invariant is one rule checked over the whole database: a query that
@@ -12,14 +13,24 @@ type invariant struct {
 	query string
 }
 
+// seqEpochGapSQL is seqEpochGap in a query's text.
+var seqEpochGapSQL = strconv.Itoa(seqEpochGap)
+
 var invariants = []invariant{
-	{"contiguous seqs above the replay floor", `
-SELECT format('run %s: %s events above floor %s, want %s (last_seq %s, highest stored %s)',
-              r.id, count(e.seq), r.replay_floor, r.last_seq - r.replay_floor, r.last_seq, max(e.seq))
-FROM runs r LEFT JOIN run_events e ON e.run_id = r.id AND e.seq > r.replay_floor
-GROUP BY r.id
-HAVING count(e.seq) <> r.last_seq - r.replay_floor
-    OR COALESCE(max(e.seq), r.replay_floor) <> r.last_seq`},
+	// Seqs a restart skipped (seq_gaps, seqEpochGap each) hold no event.
+	{"contiguous seqs above the replay floor, but for the gaps restarts skipped", `
+SELECT format('run %s: %s events above floor %s, want %s (last_seq %s, highest stored %s, skipped after %s)',
+              r.id, count(e.seq), r.replay_floor, r.last_seq - r.replay_floor - gap.n, r.last_seq, max(e.seq), r.seq_gaps)
+FROM runs r
+CROSS JOIN LATERAL (
+    SELECT COALESCE(sum(GREATEST(0, LEAST(g + ` + seqEpochGapSQL + `, r.last_seq) - GREATEST(g, r.replay_floor))), 0) AS n
+    FROM unnest(r.seq_gaps) g
+) gap
+LEFT JOIN run_events e ON e.run_id = r.id AND e.seq > r.replay_floor
+GROUP BY r.id, gap.n
+HAVING count(e.seq) <> r.last_seq - r.replay_floor - gap.n
+    OR COALESCE(max(e.seq), r.replay_floor) <> r.last_seq
+    OR bool_or(EXISTS (SELECT 1 FROM unnest(r.seq_gaps) g WHERE e.seq > g AND e.seq <= g + ` + seqEpochGapSQL + `))`},
 	{"event class follows type", `
 SELECT format('run %s seq %s: %s is %s', run_id, seq, type, class) FROM run_events
 WHERE (type IN ('narration.delta', 'step.attempt')) <> (class = 'presentation')`},

@@ -34,16 +34,27 @@ func TestAdminUsersPage(t *testing.T) {
 			t.Errorf("own row has %d role/disable forms, want 0", n)
 		}
 	})
-	t.Run("grant held offers revoke", func(t *testing.T) {
-		f := doc.Find(`#user-2 form[action="/admin/users/2/grants"]`)
-		if v, _ := f.Find(`input[name="on"]`).Attr("value"); v != "false" || !strings.Contains(f.Find("button").Text(), "Revoke") ||
-			f.Find(".grant").Text() != "Has permission to request refunds" {
-			t.Errorf("grant form on=%q button=%q, want a revoke", v, f.Find("button").Text())
+	t.Run("grant held offers revoke, behind a confirm step", func(t *testing.T) {
+		f := doc.Find(`#user-2 details.confirm:not([open]) form[action="/admin/users/2/grants"]`)
+		if v, _ := f.Find(`input[name="on"]`).Attr("value"); v != "false" || !strings.Contains(f.Find("button").Text(), "Yes, revoke") ||
+			doc.Find("#user-2 .grant.held").Text() != "Has permission to request refunds" {
+			t.Errorf("grant form on=%q button=%q, want a revoke to confirm", v, f.Find("button").Text())
 		}
 		f = doc.Find(`#user-3 form[action="/admin/users/3/grants"]`)
 		if v, _ := f.Find(`input[name="on"]`).Attr("value"); v != "true" {
 			t.Errorf("missing grant form on=%q, want a grant", v)
 		}
+	})
+	t.Run("no destructive action on one click", func(t *testing.T) {
+		forms := doc.Find(`form[action$="/disable"], form[action$="/revoke"], form:has(input[name="on"][value="false"])`)
+		if forms.Length() != 3 {
+			t.Fatalf("%d destructive forms, want 3 (disable, revoke a grant, revoke a token)", forms.Length())
+		}
+		forms.Each(func(_ int, f *goquery.Selection) {
+			if f.ParentFiltered("details.confirm:not([open])").Length() != 1 || !f.Parent().Children().First().Is("summary") {
+				t.Errorf("form %s is not behind a closed confirm step", f.AttrOr("action", ""))
+			}
+		})
 	})
 	t.Run("disabled user offers enable", func(t *testing.T) {
 		if doc.Find(`#user-3 form[action="/admin/users/3/enable"]`).Length() != 1 || doc.Find(`#user-2 form[action="/admin/users/2/disable"]`).Length() != 1 {
@@ -54,7 +65,7 @@ func TestAdminUsersPage(t *testing.T) {
 		if doc.Find(`#token-9 form`).Length() != 0 || doc.Find(`#token-9 .revoked`).Length() != 1 {
 			t.Error("a revoked token offers revoke again or is not marked revoked")
 		}
-		if doc.Find(`#token-8 form[action="/admin/tokens/8/revoke"]`).Length() != 1 {
+		if doc.Find(`#token-8 details.confirm form[action="/admin/tokens/8/revoke"]`).Length() != 1 {
 			t.Error("a live token has no revoke form")
 		}
 		if got := doc.Find(`#user-3 .tokens li`).Length(); got != 0 {

@@ -91,13 +91,22 @@ func auditWords(e store.AuditEntry, viewer *store.User) AuditLine {
 	case store.AuditTokenRevoked:
 		l.Verb, l.Rest = "revoked the API token of", " named “"+d.Name+"”"
 	case store.AuditRunApproved:
-		l.Verb = "approved the refund of"
+		l.Verb, l.Rest = "approved the refund of", givenReason(d.Reason)
 	case store.AuditRunCancelRequested:
-		l.Verb = "asked to cancel"
+		l.Verb, l.Rest = "asked to cancel", givenReason(d.Reason)
 	default:
 		l.Verb = e.Action
 	}
 	return l
+}
+
+// givenReason is the reason given with a decision, after its subject, ""
+// when none was.
+func givenReason(reason string) string {
+	if reason == "" {
+		return ""
+	}
+	return ", saying “" + reason + "”"
 }
 
 // auditSubject names what an entry is about, with a link if viewer may

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/a-h/templ"
@@ -24,6 +25,43 @@ func QueueStreamURL(p *store.QueuePage) string {
 		q.Set("start", strconv.FormatInt(p.After, 10))
 	}
 	return "/queue/events?" + q.Encode()
+}
+
+// QueueDecidedID is the element that says who decided a run that left the
+// queue while it was shown.
+func QueueDecidedID(runID uuid.UUID) string { return "queue-decided-" + runID.String() }
+
+// QueueGone is a card that left the page of the queue, and the decision
+// that took it off (nil when it left for another reason, such as a page
+// boundary moving).
+type QueueGone struct {
+	Item     *store.QueueItem
+	Decision *store.Event
+	Viewer   int64 // the approver looking: their own decision reads "You"
+}
+
+// Said is who decided what about the card's run, with the reason given,
+// "" when no decision took it off or the viewer made it (their own answer
+// already says so).
+func (g QueueGone) Said() string {
+	if g.Decision == nil {
+		return ""
+	}
+	d := store.DeciderOf(*g.Decision)
+	if d != nil && d.UserID == g.Viewer {
+		return ""
+	}
+	who := (&RunView{Viewer: Viewer{UserID: g.Viewer, Staff: true}}).Who(d, "an approver")
+	what := " approved the refund of "
+	if g.Decision.Type == store.EventCancelRequested {
+		what = " asked to cancel the refund of "
+	}
+	s := who + what + store.FormatMoney(g.Item.Amount, g.Item.Currency) + " for " + g.Item.Item
+	if d != nil && d.Reason != "" {
+		s += ": “" + d.Reason + "”"
+	}
+	r := []rune(s)
+	return strings.ToUpper(string(r[0])) + string(r[1:]) + "."
 }
 
 // queuePageURL is the home page showing the queue after that version.

@@ -90,8 +90,8 @@ func newRunView(snap *store.Snapshot, full bool, viewer Viewer, latest int) *Run
 	for _, ev := range narration {
 		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
 	}
-	// Narration was pruned if the floor lies past some narration we do not
-	// have; a floor reached by business events alone hides nothing.
+	// Only retention raises the floor; a restart's skipped seqs are no
+	// loss and leave it be.
 	v.NarrationTrimmed = snap.ReplayFloor > 0
 	return v
 }
@@ -373,6 +373,11 @@ func EventText(ev store.Event) string {
 // Stable element IDs of the run page's parts.
 func NarrationID(seq int64) string { return "n-" + strconv.FormatInt(seq, 10) }
 func EventID(seq int64) string     { return "ev-" + strconv.FormatInt(seq, 10) }
+
+// NarrationAnnounceEvery is, in milliseconds, how often at most the run
+// page reads new narration to a screen reader: each word as it arrives
+// would drown everything else.
+const NarrationAnnounceEvery = 8000
 
 // StreamURL is where the page's stream resumes: strictly after seq.
 func StreamURL(runID uuid.UUID, after int64) string {

@@ -59,9 +59,70 @@ func NewSupportRun(snap *store.Snapshot, people map[int64]store.User) *SupportRu
 			continue
 		}
 		d.Rows = append(d.Rows, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
-			Actor: d.actorOf(ev), Text: EventText(ev)})
+			Actor: d.actorOf(ev), Text: EventText(ev) + reasonOf(ev)})
 	}
 	return d
+}
+
+// reasonOf is the reason given with a decision, as staff read it, "" when
+// none was.
+func reasonOf(ev store.Event) string {
+	if dc := store.DeciderOf(ev); dc != nil && dc.Reason != "" {
+		return ": “" + dc.Reason + "”"
+	}
+	return ""
+}
+
+// callsOf are the calls made to the provider about operation id, oldest
+// first.
+func (d *SupportRun) callsOf(id uuid.UUID) []store.ProviderCall {
+	var out []store.ProviderCall
+	for _, c := range d.Snap.Calls {
+		if c.OperationID == id {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+func callKind(kind string) string {
+	if kind == store.CallSubmit {
+		return "Submit"
+	}
+	return "Lookup"
+}
+
+// callStatus is a call's HTTP status, or why it has none.
+func callStatus(c store.ProviderCall) string {
+	switch {
+	case !c.Ended:
+		return "no answer recorded"
+	case !c.HTTPStatus.Valid:
+		return "no answer"
+	}
+	return strconv.FormatInt(c.HTTPStatus.Int64, 10)
+}
+
+// callStatusAttr is callStatus for a data attribute: the status, or "none".
+func callStatusAttr(c store.ProviderCall) string {
+	if c.HTTPStatus.Valid {
+		return strconv.FormatInt(c.HTTPStatus.Int64, 10)
+	}
+	return "none"
+}
+
+func callTook(c store.ProviderCall) string {
+	if !c.Ended {
+		return "—"
+	}
+	return c.Duration().Round(time.Millisecond).String()
+}
+
+func callResult(c store.ProviderCall) string {
+	if !c.Ended {
+		return "No answer was recorded: the worker stopped during the call. A lookup verifies what it did."
+	}
+	return c.Result
 }
 
 func shorten(s string) string {
