@@ -152,7 +152,8 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		StartRatePerUser:  cfg.StartRatePerUser,
 		Stream: stream.Config{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser,
 			Retry: cfg.StreamRetry, RetrySpread: cfg.StreamRetrySpread, Drain: cfg.StreamDrain},
-		APIPageLimit: cfg.APIPageLimit,
+		APIPageLimit:      cfg.APIPageLimit,
+		ApprovalThreshold: cfg.ApprovalThreshold,
 	}, st, logger)
 }
 

@@ -79,10 +79,12 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 }
 
 // decisionRun loads the run a decision is about, as loadRun does, except
-// for an approver: one may see only the runs that asked for a decision,
-// yet the run they were sent to decide on is there, only not waiting (an
-// approve sent right after the start, before the agent asked): that is a
-// conflict that says the run's state, not a run that does not exist.
+// for an approver and a run large enough to need one: an approver may see
+// only the runs that asked for a decision, yet such a run is theirs to
+// decide, only not waiting yet (an approve sent right after the start,
+// before the agent asked): that is a conflict that says the run's state,
+// not a run that does not exist. A run below the threshold never asks, and
+// stays unknown to approvers (404).
 func (h *Handler) decisionRun(c echo.Context) (*store.Run, error) {
 	run, _, err := h.loadRun(c)
 	if !errors.Is(err, store.ErrNotFound) || currentUser(c).Role != store.RoleApprover {
@@ -94,7 +96,7 @@ func (h *Handler) decisionRun(c echo.Context) (*store.Run, error) {
 	}
 	run, _, lerr := h.store.RunForAccess(c.Request().Context(), id)
 	switch {
-	case lerr != nil:
+	case lerr != nil, run.Amount < h.cfg.ApprovalThreshold:
 		return nil, err
 	case store.Terminal(run.State):
 		return nil, &store.Error{Code: store.CodeConflict, Message: msgRunFinished, State: run.State}

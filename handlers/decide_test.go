@@ -343,8 +343,9 @@ func TestDecide_Reason(t *testing.T) {
 // customer who may not see the run still gets the 404. Nothing changes.
 func TestDecide_NotAwaitingApproval(t *testing.T) {
 	t.Parallel()
-	a := newApp(t, handlers.Config{})
+	a := newApp(t, handlers.Config{ApprovalThreshold: 500})
 	run := a.startRun(t, "customer@example.com", 1000) // created: nothing works on it here
+	small := a.startRun(t, "customer@example.com", 100) // below the threshold: never asks
 	approver := a.client(t)
 	a.login(t, approver, "approver@example.com")
 	for _, action := range []string{"approve", "cancel"} {
@@ -361,6 +362,7 @@ func TestDecide_NotAwaitingApproval(t *testing.T) {
 			wantFragment(t, a.decide(t, approver, "/runs/"+run.ID.String(), action, htmx), "This run is not waiting for an approval (it is created).")
 		})
 	}
+	wantAPIError(t, a.decide(t, approver, "/api/runs/"+small.ID.String(), "approve", nil), http.StatusNotFound, store.CodeNotFound)
 	stranger := a.client(t)
 	a.login(t, stranger, "customer2@example.com")
 	wantAPIError(t, a.decide(t, stranger, "/api/runs/"+run.ID.String(), "cancel", nil), http.StatusNotFound, store.CodeNotFound)

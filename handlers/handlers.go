@@ -49,6 +49,11 @@ type Config struct {
 	// APIPageLimit bounds the limit of the API's list answers (GET
 	// /api/runs). Zero means DefaultAPIPageLimit.
 	APIPageLimit int
+	// ApprovalThreshold is the amount (minor units) from which a refund
+	// needs an approver (APPROVAL_THRESHOLD): an approver sent to decide on
+	// such a run before it asks learns its state (409); of a smaller run,
+	// which will never ask, nothing (404).
+	ApprovalThreshold int64
 }
 
 // DefaultAPIPageLimit is Config.APIPageLimit's default.
