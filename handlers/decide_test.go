@@ -344,7 +344,7 @@ func TestDecide_Reason(t *testing.T) {
 func TestDecide_NotAwaitingApproval(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{ApprovalThreshold: 500})
-	run := a.startRun(t, "customer@example.com", 1000) // created: nothing works on it here
+	run := a.startRun(t, "customer@example.com", 1000)  // created: nothing works on it here
 	small := a.startRun(t, "customer@example.com", 100) // below the threshold: never asks
 	approver := a.client(t)
 	a.login(t, approver, "approver@example.com")
