@@ -140,6 +140,43 @@ func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
 	e.verify()
 }
 
+// TestExecutor_RecoveryTriedWithinTheCap: the provider's fault switch
+// refuses the next six refunds, long enough that doubling from the
+// default 500 ms would wait 8-16 s before the sixth try (after a 30 s
+// outage the refund came 21-23 s after recovery). With the default
+// settings no wait is longer than RetryMax (3 s), so with a poll the
+// provider is tried again within 4 s of answering again; the run then
+// completes after exactly seven calls, one refund.
+func TestExecutor_RecoveryTriedWithinTheCap(t *testing.T) {
+	t.Parallel()
+	e := newEnv(t, payments.Faults{Error5xxNext: 6})
+	calls := &callTimes{Provider: e.client}
+	logs := &records{}
+	x := agent.New(agent.Config{ApprovalThreshold: 1 << 40, Concurrency: 1, ProviderTimeout: 2 * time.Second},
+		e.s, calls, nil, nil, slog.New(logs))
+	x.Start(context.Background())
+	t.Cleanup(x.Stop)
+	run := e.start(100)
+	testkit.WaitRunState(t, e.s, run.ID, store.StateCompleted, 2*time.Minute)
+
+	waits := logs.durations("will retry", "retry_in")
+	if len(waits) != 6 || len(calls.gaps()) != 6 {
+		t.Fatalf("%d waits decided, %d refund calls; want 6 refusals, each followed by a wait, then the 7th call taken", len(waits), len(calls.gaps())+1)
+	}
+	for i, w := range waits {
+		// The default poll (1 s) finds a run once its wait is over.
+		if w+time.Second >= 5*time.Second {
+			t.Errorf("wait after refusal %d = %s, want it and a poll (1 s) under 5 s (waits: %v)", i+1, w, waits)
+		}
+	}
+	if last := waits[5]; last < agent.DefaultRetryMax/2 {
+		t.Errorf("the last wait = %s, want the cap's upper half: the backoff reached the cap (waits: %v)", last, waits)
+	}
+	if got := len(e.ledger()); got != 1 {
+		t.Errorf("provider ledger = %d refunds, want 1", got)
+	}
+}
+
 // lookupTimes is a Provider that records when each lookup was made.
 type lookupTimes struct {
 	payments.Provider
@@ -181,6 +218,25 @@ func (r *records) Handle(_ context.Context, rec slog.Record) error {
 	defer r.mu.Unlock()
 	r.recs = append(r.recs, rec)
 	return nil
+}
+
+// durations are the values of attribute key in the records that say what.
+func (r *records) durations(what, key string) []time.Duration {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	var ds []time.Duration
+	for _, rec := range r.recs {
+		if !strings.Contains(rec.Message, what) {
+			continue
+		}
+		rec.Attrs(func(a slog.Attr) bool {
+			if a.Key == key {
+				ds = append(ds, a.Value.Duration())
+			}
+			return true
+		})
+	}
+	return ds
 }
 
 // count is how many records at level say what.
