@@ -101,7 +101,8 @@ type Config struct {
 	// STREAM_RETRY plus a random share of STREAM_RETRY_SPREAD, so the
 	// clients of a server that went away come back spread out.
 	// STREAM_DRAIN: at shutdown, streams are told to reconnect and ended
-	// at random moments over this window.
+	// at random moments, early enough that their clients are back within
+	// this window.
 	StreamRetry, StreamRetrySpread, StreamDrain time.Duration
 
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator

@@ -16,11 +16,13 @@ type Config struct {
 	// Retry is the least SSE retry hint a stream gets; each gets Retry
 	// plus a random share of RetrySpread, so that the clients of a server
 	// that went away do not all come back in one wave (RetryHint).
-	Retry       time.Duration // default 1s
-	RetrySpread time.Duration // default 4s
-	// Drain is the window over which shutdown ends the streams, each at a
-	// random moment, after telling it to reconnect (event: restart).
-	Drain time.Duration // default 5s
+	Retry       time.Duration // default 500ms
+	RetrySpread time.Duration // default 2500ms
+	// Drain is the window within which shutdown has every stream's client
+	// back elsewhere: it tells each stream to reconnect (event: restart)
+	// and ends it at a random moment early enough that its retry hint
+	// still falls within the window (Drain less Retry and RetrySpread).
+	Drain time.Duration // default 8s
 	// Busy is the retry hint sent with a stream refused at a cap, and the
 	// API's Retry-After; default 30s.
 	Busy     time.Duration
@@ -45,10 +47,10 @@ type Config struct {
 // The defaults of the settings refundd's configuration reads from the
 // environment (config.go).
 const (
-	DefaultMaxPerUser  = 16              // MAX_STREAMS_PER_USER
-	DefaultRetry       = time.Second     // STREAM_RETRY
-	DefaultRetrySpread = 4 * time.Second // STREAM_RETRY_SPREAD
-	DefaultDrain       = 5 * time.Second // STREAM_DRAIN
+	DefaultMaxPerUser  = 16                      // MAX_STREAMS_PER_USER
+	DefaultRetry       = 500 * time.Millisecond  // STREAM_RETRY
+	DefaultRetrySpread = 2500 * time.Millisecond // STREAM_RETRY_SPREAD
+	DefaultDrain       = 8 * time.Second         // STREAM_DRAIN
 )
 
 // Fill puts the defaults in the zero fields.

@@ -95,8 +95,12 @@ type registry struct {
 	stop context.CancelCauseFunc
 
 	maxStreams, maxPerUser int
-	every, drain           time.Duration
-	recheck                func(ctx context.Context, subs []*Sub)
+	every                  time.Duration
+	// endsWithin is the part of the drain window over which shutdown ends
+	// the streams (endOnShutdown): the window less the longest retry hint,
+	// so that every client, told its hint, is back before the window ends.
+	endsWithin time.Duration
+	recheck    func(ctx context.Context, subs []*Sub)
 
 	mu      sync.Mutex
 	closed  bool
@@ -116,7 +120,7 @@ const capGrace = time.Second
 func newRegistry(cfg *Config, recheck func(context.Context, []*Sub)) *registry {
 	ctx, stop := context.WithCancelCause(context.Background())
 	return &registry{ctx: ctx, stop: stop, maxStreams: cfg.MaxStreams, maxPerUser: cfg.MaxPerUser,
-		every: cfg.Recheck, drain: cfg.Drain, recheck: recheck, subs: map[*Sub]struct{}{}, perUser: map[int64]int{},
+		every: cfg.Recheck, endsWithin: max(cfg.Drain-cfg.Retry-cfg.RetrySpread, 0), recheck: recheck, subs: map[*Sub]struct{}{}, perUser: map[int64]int{},
 		freed: make(chan struct{})}
 }
 
@@ -242,11 +246,11 @@ func (o *registry) recheckLoop(idle <-chan struct{}) {
 }
 
 // endOnShutdown cancels a stream with errShuttingDown once Close is
-// called, at a random moment of the drain window; the function it
-// returns stops watching.
+// called, at a random moment of the drain window's first part
+// (endsWithin); the function it returns stops watching.
 func (o *registry) endOnShutdown(cancel context.CancelCauseFunc) (stop func() bool) {
 	return context.AfterFunc(o.ctx, func() {
-		time.AfterFunc(spread(o.drain), func() { cancel(context.Cause(o.ctx)) })
+		time.AfterFunc(spread(o.endsWithin), func() { cancel(context.Cause(o.ctx)) })
 	})
 }
 
