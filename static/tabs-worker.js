@@ -86,8 +86,9 @@ function deliver(es, type, e) {
     if (m) holdUntil = Date.now() + Number(m[1]);
   }
   if (type === 'restart') {
-    // The server is going away: come back in 1–5 s, not all at once.
-    holdUntil = Date.now() + 1000 + Math.random() * 4000;
+    // The server is going away: come back in 0.5–3 s (the server's own
+    // hints by default: STREAM_RETRY, STREAM_RETRY_SPREAD), not all at once.
+    holdUntil = Date.now() + 500 + Math.random() * 2500;
   }
   toTabs(run, { kind: 'event', type: type, data: e.data, lastEventId: seq });
   if (type === 'close' && run !== null) {
