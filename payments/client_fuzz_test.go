@@ -137,6 +137,9 @@ func receiptErrorKind(code int, lookup, providerNotFound bool) error {
 		return ErrMismatch
 	case code == http.StatusServiceUnavailable, code == http.StatusTooManyRequests:
 		return ErrUnavailable
+	case code == http.StatusUnauthorized, code == http.StatusMisdirectedRequest:
+		// The provider refused us (secret, Host), not the refund.
+		return ErrUnavailable
 	case code == http.StatusRequestTimeout:
 		return ErrUncertain
 	case code/100 == 4:
