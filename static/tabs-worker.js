@@ -86,9 +86,9 @@ function deliver(es, type, e) {
     if (m) holdUntil = Date.now() + Number(m[1]);
   }
   if (type === 'restart') {
-    // The server is going away: come back in 0.5–3 s (the server's own
+    // The server is going away: come back in 0.4–2.7 s (the server's own
     // hints by default: STREAM_RETRY, STREAM_RETRY_SPREAD), not all at once.
-    holdUntil = Date.now() + 500 + Math.random() * 2500;
+    holdUntil = Date.now() + 400 + Math.random() * 2300;
   }
   toTabs(run, { kind: 'event', type: type, data: e.data, lastEventId: seq });
   if (type === 'close' && run !== null) {

@@ -16,8 +16,8 @@ type Config struct {
 	// Retry is the least SSE retry hint a stream gets; each gets Retry
 	// plus a random share of RetrySpread, so that the clients of a server
 	// that went away do not all come back in one wave (RetryHint).
-	Retry       time.Duration // default 500ms
-	RetrySpread time.Duration // default 2500ms
+	Retry       time.Duration // default 400ms
+	RetrySpread time.Duration // default 2300ms
 	// Drain is the window within which shutdown has every stream's client
 	// back elsewhere: it tells each stream to reconnect (event: restart)
 	// and ends it at a random moment early enough that its retry hint
@@ -48,8 +48,8 @@ type Config struct {
 // environment (config.go).
 const (
 	DefaultMaxPerUser  = 16                      // MAX_STREAMS_PER_USER
-	DefaultRetry       = 500 * time.Millisecond  // STREAM_RETRY
-	DefaultRetrySpread = 2500 * time.Millisecond // STREAM_RETRY_SPREAD
+	DefaultRetry       = 400 * time.Millisecond  // STREAM_RETRY
+	DefaultRetrySpread = 2300 * time.Millisecond // STREAM_RETRY_SPREAD
 	DefaultDrain       = 8 * time.Second         // STREAM_DRAIN
 )
 
