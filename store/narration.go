@@ -98,7 +98,11 @@ WITH input AS (
 )
 SELECT DISTINCT ins.run_id FROM ins CROSS JOIN (SELECT count(*) FROM note) AS notified`
 
-const lockRunsSQL = `SELECT 1 FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
+// lockRunsSQL locks the batch's runs in id order and makes the
+// transaction's commit asynchronous (set_config's local setting lasts until
+// that commit): one statement where SET LOCAL took one of its own.
+const lockRunsSQL = `SELECT set_config('synchronous_commit', 'off', true)
+FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
 
 // appendNarrationBatch writes a batch in one asynchronous-commit
 // transaction and says which runs it wrote to.
@@ -126,9 +130,6 @@ func (s *Store) appendNarrationBatch(batch []narrationPiece) (map[uuid.UUID]bool
 	}
 	written := make(map[uuid.UUID]bool, len(batch))
 	err = s.inTx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, `SET LOCAL synchronous_commit = off`); err != nil {
-			return err
-		}
 		if _, err := tx.ExecContext(ctx, lockRunsSQL, pq.Array(runs)); err != nil {
 			return err
 		}
