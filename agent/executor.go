@@ -432,7 +432,15 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	case ctx.Err() != nil, errors.Is(err, errNotCalled):
 		return 0, false, err
 	default:
-		return e.lookupFailed(ctx, log, "reconcile", op, err)
+		// One warning per backoff step, never an error: an unanswered
+		// lookup is what reconciling exists to ride out.
+		n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+		if nerr != nil {
+			return 0, false, nerr
+		}
+		wait := e.backoff(n)
+		log.Warn("reconcile: provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
+		return wait, true, nil
 	}
 }
 
@@ -580,19 +588,6 @@ func (e *Executor) cancel(ctx context.Context, run *store.Run) (canceled bool, e
 		return false, err
 	}
 	return true, e.finish(ctx, run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
-}
-
-// lookupFailed counts a reconcile lookup the provider did not answer and
-// says when to ask again: one warning per backoff step, never an error,
-// since an unanswered lookup is what reconciling exists to ride out.
-func (e *Executor) lookupFailed(ctx context.Context, log *slog.Logger, what string, op *store.Operation, err error) (time.Duration, bool, error) {
-	n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
-	if nerr != nil {
-		return 0, false, nerr
-	}
-	wait := e.backoff(n)
-	log.Warn(what+": provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
-	return wait, true, nil
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so

@@ -159,17 +159,28 @@ func readPart(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, part logPart) er
 		if err := tx.SelectContext(ctx, &snap.Marks, marksSQL, snap.Run.ID, snap.CoveringSeq); err != nil {
 			return fmt.Errorf("store: snapshot marks: %w", err)
 		}
+		return nil
 	case part.events:
-		return readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
-        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`)
+		if err := readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
+        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`); err != nil {
+			return err
+		}
 	case part.narration > 0:
 		if err := readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
         WHERE run_id = $1 AND seq <= $2 AND type <> '`+EventNarrationDelta+`' ORDER BY seq`); err != nil {
 			return err
 		}
-		return readLatestNarration(ctx, tx, snap, part.narration)
+		if err := readLatestNarration(ctx, tx, snap, part.narration); err != nil {
+			return err
+		}
+	default:
+		return nil
 	}
-	return nil
+	// The provider calls go with the events: a page that shows the log
+	// shows the ledger's calls too.
+	var err error
+	snap.Calls, err = providerCallsByRun(ctx, tx, snap.Run.ID)
+	return err
 }
 
 // stateSince is when the step the run waits in began (Snapshot.StateSince):
@@ -212,9 +223,6 @@ func readLog(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, query string) err
 	}
 	if snap.Events, err = scanEvents(rows, snap.Events); err != nil {
 		return fmt.Errorf("store: snapshot events: %w", err)
-	}
-	if snap.Calls, err = providerCallsByRun(ctx, tx, snap.Run.ID); err != nil {
-		return err
 	}
 	for _, ev := range snap.Events {
 		if slices.Contains(markTypes, ev.Type) {
