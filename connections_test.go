@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/internal/testkit"
 )
 
 // TestServe_CapsKeepPagesAnswering: with streams at MAX_STREAMS and the
@@ -178,13 +179,8 @@ func TestServe_NeverReadingClientIsCut(t *testing.T) {
 		req := "GET /api/openapi.json HTTP/1.1\r\nHost: " + addr + "\r\n\r\n"
 		_, _ = io.WriteString(conn, strings.Repeat(req, 2000))
 	}()
-	deadline := time.Now().Add(2 * time.Minute)
-	for writeTimeouts(t, p.url) <= before {
-		if time.Now().After(deadline) {
-			t.Fatal("the never-reading client was not cut (refundd_http_write_timeouts_total did not grow) within 2 minutes")
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	testkit.WaitUntil(t, "the never-reading client cut (refundd_http_write_timeouts_total grown)", 2*time.Minute,
+		func() bool { return writeTimeouts(t, p.url) > before })
 	// What the client reads now ends: the server closed its side.
 	conn.SetReadDeadline(time.Now().Add(time.Minute))
 	n, err := io.Copy(io.Discard, conn)

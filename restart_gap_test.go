@@ -71,8 +71,14 @@ func (a *gapApp) command(args ...string) *exec.Cmd {
 // everything committed is kept) and starts the server again on its address.
 func (a *gapApp) restart() {
 	a.t.Helper()
-	a.serve.cmd.Process.Signal(syscall.SIGTERM)
-	<-a.serve.done
+	if err := a.serve.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		a.t.Fatal(err)
+	}
+	select {
+	case <-a.serve.done:
+	case <-time.After(time.Minute):
+		a.t.Fatal("serve did not exit within a minute of SIGTERM")
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
 	if err := a.cluster.Stop(ctx); err != nil {

@@ -55,8 +55,8 @@ func TestExecutor_ProviderOutageIsRiddenOut(t *testing.T) {
 
 	t.Run("one refund in the provider's ledger", func(t *testing.T) {
 		ops, err := e.s.OperationsByRun(context.Background(), run.ID)
-		if err != nil {
-			t.Fatal(err)
+		if err != nil || len(ops) != 1 {
+			t.Fatalf("operations = %+v, %v; want one", ops, err)
 		}
 		if l := e.ledger(); len(l) != 1 || l[0].Key != ops[0].ID.String() || l[0].Status != payments.StatusSucceeded {
 			t.Errorf("provider ledger = %+v, want one refund under key %s", l, ops[0].ID)
