@@ -218,7 +218,7 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 		}
 		c.RequestTimeout = d
 	}
-	c.WriteTimeout = atLeast(env, p, "WRITE_TIMEOUT", DefaultWriteTimeout, time.Second)
+	c.WriteTimeout = atLeast(env, p, "WRITE_TIMEOUT", c.RequestTimeout+writeGrace, time.Second)
 	if c.WriteTimeout <= c.RequestTimeout {
 		p.add("WRITE_TIMEOUT (%s) must be above REQUEST_TIMEOUT (%s), or slow answers would be cut", c.WriteTimeout, c.RequestTimeout)
 	}
@@ -287,9 +287,10 @@ func (c *Config) readLimits(env func(string) string, p *problems) {
 	}
 }
 
-// DefaultWriteTimeout is WRITE_TIMEOUT's default: REQUEST_TIMEOUT's
-// default and 5 s to send the answer.
-const DefaultWriteTimeout = handlers.DefaultRequestTimeout + 5*time.Second
+// writeGrace is what WRITE_TIMEOUT's default adds to REQUEST_TIMEOUT: the
+// time to send an answer made at the deadline. A default derived so that
+// setting REQUEST_TIMEOUT alone never makes the two disagree.
+const writeGrace = 5 * time.Second
 
 // openFileLimit is the process's soft limit on open files (1024 if it
 // cannot be read).

@@ -257,12 +257,11 @@ func statusKind(status int) error {
 		return ErrInFlight
 	case status == http.StatusUnprocessableEntity:
 		return ErrMismatch
-	case status == http.StatusServiceUnavailable, status == http.StatusTooManyRequests:
-		return ErrUnavailable
-	case status == http.StatusUnauthorized, status == http.StatusMisdirectedRequest:
-		// The provider refused us, not the refund (a missing or wrong
-		// PROVIDER_SECRET, a wrong Host): nothing was committed, and it is
-		// fixed by configuration, within the outage budget.
+	case status == http.StatusServiceUnavailable, status == http.StatusTooManyRequests,
+		// A 401 or 421: the provider refused us, not the refund (a missing
+		// or wrong PROVIDER_SECRET, a wrong Host): nothing was committed,
+		// and it is fixed by configuration, within the outage budget.
+		status == http.StatusUnauthorized, status == http.StatusMisdirectedRequest:
 		return ErrUnavailable
 	case status == http.StatusRequestTimeout:
 		return ErrUncertain
