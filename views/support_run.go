@@ -163,7 +163,7 @@ func (d *SupportRun) actorOf(ev store.Event) string {
 		return d.person(d.Snap.Run.OwnerID)
 	case store.EventApprovalGranted:
 		if d := store.DeciderOf(ev); d != nil && d.System {
-			return "the system" // the approval policy, as the run page names it (words.go)
+			return "the system" // as who names the approval policy (words.go)
 		}
 		return "an approver"
 	case store.EventCancelRequested:

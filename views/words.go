@@ -14,7 +14,10 @@ import (
 // from Words, as a function of where the run stands (store.Progress, built
 // from one snapshot and moved by the stream) and who is looking (Viewer);
 // the history's lines come from EventText, naming who acted the same way.
-// Nothing else on a page words a run, so no two sentences can disagree.
+// A run page's status, progress line and outcome come from nothing else.
+// Still worded beside their pages: support's Who column (SupportRun.actorOf)
+// and its coverage lines, the queue's "who decided" line (QueueGone) and
+// the answers to approve and cancel (handlers/decide.go).
 
 // RunFinished is what the page says once the run has ended and its live
 // updates stopped, on the page that saw it end and on every reload.
