@@ -339,7 +339,7 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 			"Refunds above %s need a person: support decides them, not the agent. Nothing was refunded.",
 			store.FormatMoney(e.cfg.MaxAmount, run.Currency)))
 	}
-	needsOK := run.Amount >= e.cfg.ApprovalThreshold
+	needsOK := store.NeedsApproval(run.Amount, e.cfg.ApprovalThreshold)
 	if err := e.beginAttempt(ctx, run, "planning"); err != nil {
 		return err
 	}

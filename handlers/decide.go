@@ -96,7 +96,7 @@ func (h *Handler) decisionRun(c echo.Context) (*store.Run, error) {
 	}
 	run, _, lerr := h.store.RunForAccess(c.Request().Context(), id)
 	switch {
-	case lerr != nil, run.Amount < h.cfg.ApprovalThreshold:
+	case lerr != nil, !store.NeedsApproval(run.Amount, h.cfg.ApprovalThreshold):
 		return nil, err
 	case store.Terminal(run.State):
 		return nil, &store.Error{Code: store.CodeConflict, Message: msgRunFinished, State: run.State}

@@ -211,6 +211,10 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	return Decision{Outcome: DecisionAccepted}
 }
 
+// NeedsApproval is the one rule for which refunds wait for an approver:
+// those of at least threshold (APPROVAL_THRESHOLD) minor units.
+func NeedsApproval(amount, threshold int64) bool { return amount >= threshold }
+
 // NotAwaitingApproval is the conflict of a decision on a run that does not
 // wait for one (yet, or any more), with the state it is in.
 func NotAwaitingApproval(r *Run) *Error {
