@@ -7,9 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"net"
 	"net/http"
-	"strings"
 	"time"
 
 	"github.com/gorilla/sessions"
@@ -17,6 +15,7 @@ import (
 	"github.com/labstack/echo/v4/middleware"
 
 	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/internal/hostname"
 	"github.com/refundd/refundd/store"
 )
 
@@ -246,29 +245,18 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 func allowHosts(hosts []string) echo.MiddlewareFunc {
 	allowed := make(map[string]bool, len(hosts))
 	for _, h := range hosts {
-		allowed[hostName(h)] = true
+		allowed[hostname.Of(h)] = true
 	}
 	anyHost := allowed["*"]
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
-			if anyHost || allowed[hostName(req.Host)] || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
+			if anyHost || allowed[hostname.Of(req.Host)] || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
 				return next(c)
 			}
 			return echo.NewHTTPError(http.StatusMisdirectedRequest).SetInternal(fmt.Errorf("host %q is not in ALLOWED_HOSTS", req.Host))
 		}
 	}
-}
-
-// hostName is a Host header's or a setting's name alone: no port, no IPv6
-// brackets, lower case, no trailing dot.
-func hostName(hostport string) string {
-	h := hostport
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		h = host
-	}
-	h = strings.TrimSuffix(strings.TrimPrefix(h, "["), "]")
-	return strings.TrimSuffix(strings.ToLower(h), ".")
 }
 
 // crossOriginProtection refuses state-changing requests that a browser sent

@@ -11,7 +11,6 @@ import (
 	"io"
 	"log/slog"
 	randv2 "math/rand/v2"
-	"net"
 	"net/http"
 	"regexp"
 	"strings"
@@ -21,6 +20,8 @@ import (
 
 	"github.com/jmoiron/sqlx"
 	_ "github.com/lib/pq" // OpenSim's driver
+
+	"github.com/refundd/refundd/internal/hostname"
 )
 
 // Error codes the simulated provider answers with, in
@@ -117,7 +118,7 @@ func (s *Sim) SetSecret(secret string) error {
 
 // AllowHost adds a Host name (no port) the provider answers to, beside
 // the loopback names. Call it before serving.
-func (s *Sim) AllowHost(host string) { s.hosts[hostName(host)] = true }
+func (s *Sim) AllowHost(host string) { s.hosts[hostname.Of(host)] = true }
 
 // OpenSim returns a simulated provider with the given faults over a small
 // pool of its own on the database at url (migrated, so that
@@ -191,7 +192,7 @@ func (s *Sim) Handler() http.Handler {
 // (anything but GET and HEAD) without the shared secret (401).
 func (s *Sim) guard(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if !s.hosts[hostName(r.Host)] {
+		if !s.hosts[hostname.Of(r.Host)] {
 			writeError(w, http.StatusMisdirectedRequest, CodeWrongHost, "this provider does not answer to that Host")
 			return
 		}
@@ -204,16 +205,6 @@ func (s *Sim) guard(next http.Handler) http.Handler {
 		}
 		next.ServeHTTP(w, r)
 	})
-}
-
-// hostName is a Host header's name alone: no port, no IPv6 brackets, lower
-// case.
-func hostName(hostport string) string {
-	h := hostport
-	if host, _, err := net.SplitHostPort(hostport); err == nil {
-		h = host
-	}
-	return strings.ToLower(strings.TrimSuffix(strings.TrimPrefix(h, "["), "]"))
 }
 
 // Faults returns the current fault settings.
