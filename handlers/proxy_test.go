@@ -123,9 +123,17 @@ func TestStream_BehindDefaultNginx(t *testing.T) {
 		t.Fatal(err)
 	}
 	ids = append(ids, waitLines(t, lines, "event: close")...)
-	for line := range lines {
-		if !sseLine.MatchString(line) {
-			t.Errorf("line %q is not event-stream text (chunk framing?)", line)
+	ended := time.After(20 * time.Second)
+	for drained := false; !drained; {
+		select {
+		case line, ok := <-lines:
+			if !ok {
+				drained = true
+			} else if !sseLine.MatchString(line) {
+				t.Errorf("line %q is not event-stream text (chunk framing?)", line)
+			}
+		case <-ended:
+			t.Fatal("the stream through nginx did not end within 20 s of its close event")
 		}
 	}
 	if err := <-readErr; err != nil {
