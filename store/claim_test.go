@@ -88,7 +88,7 @@ func TestReleaseRun_CommandCommittingDuringReleaseWakesRun(t *testing.T) {
         WHERE id = $1`, r.ID); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := tx.Exec(`INSERT INTO run_events (run_id, seq, event_id, type, class) VALUES ($1, $2, $3, 'cancel.requested', 'business')`,
+	if _, err := tx.Exec(`INSERT INTO run_events (run_id, correlation_id, seq, event_id, type, class) VALUES ($1, $1, $2, $3, 'cancel.requested', 'business')`,
 		r.ID, r.LastSeq+1, uuid.New()); err != nil {
 		t.Fatal(err)
 	}

@@ -19,16 +19,21 @@ import (
 
 // Event is one committed entry of a run's ordered log.
 type Event struct {
-	RunID     uuid.UUID       `db:"run_id" json:"run_id"`
-	Seq       int64           `db:"seq" json:"seq"`
-	EventID   uuid.UUID       `db:"event_id" json:"event_id"`
-	Type      string          `db:"type" json:"type"`
-	Class     string          `db:"class" json:"class"`
-	Payload   json.RawMessage `db:"payload" json:"payload"`
-	CreatedAt time.Time       `db:"created_at" json:"created_at"`
+	RunID uuid.UUID `db:"run_id" json:"run_id"`
+	// ParentRunID is the run's family parent (null for a root) and
+	// CorrelationID the family's root run: causality across a family's
+	// runs, whose seqs are each their own.
+	ParentRunID   uuid.NullUUID   `db:"parent_run_id" json:"parent_run_id"`
+	CorrelationID uuid.UUID       `db:"correlation_id" json:"correlation_id"`
+	Seq           int64           `db:"seq" json:"seq"`
+	EventID       uuid.UUID       `db:"event_id" json:"event_id"`
+	Type          string          `db:"type" json:"type"`
+	Class         string          `db:"class" json:"class"`
+	Payload       json.RawMessage `db:"payload" json:"payload"`
+	CreatedAt     time.Time       `db:"created_at" json:"created_at"`
 }
 
-const eventColumns = `run_id, seq, event_id, type, class, payload, created_at`
+const eventColumns = `run_id, parent_run_id, correlation_id, seq, event_id, type, class, payload, created_at`
 
 // seqEpochGap is how many seqs the first append after a PostgreSQL restart
 // skips (runs.seq_gaps records where each gap begins, not its length:
@@ -64,10 +69,10 @@ var appendSQL = `
 WITH bump AS (
     UPDATE runs SET ` + bumpSeq("$2") + `
     WHERE id = $1
-    RETURNING last_seq
+    RETURNING last_seq, parent_run_id, correlation_id
 )
-INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
-SELECT $1, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
+INSERT INTO run_events (run_id, parent_run_id, correlation_id, seq, event_id, type, class, payload)
+SELECT $1, bump.parent_run_id, bump.correlation_id, bump.last_seq - $2 + e.ord, e.event_id::uuid, e.type, e.class, e.payload::jsonb
 FROM bump, unnest($3::text[], $4::text[], $5::text[], $6::text[]) WITH ORDINALITY
     AS e(event_id, type, class, payload, ord)
 RETURNING ` + eventColumns
@@ -165,7 +170,7 @@ func pageLimit(limit int) int {
 }
 
 const eventsAfterSQL = `
-SELECT r.last_seq, r.replay_floor, r.seq_gaps, e.run_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
+SELECT r.last_seq, r.replay_floor, r.seq_gaps, e.run_id, e.parent_run_id, e.correlation_id, e.seq, e.event_id, e.type, e.class, e.payload, e.created_at
 FROM runs r
 LEFT JOIN LATERAL (
     SELECT ` + eventColumns + ` FROM run_events
@@ -200,19 +205,21 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 		gaps            pq.Int64Array
 		seq             sql.NullInt64
 		runIDs, eventID uuid.NullUUID
+		parentID        uuid.NullUUID
+		correlationID   uuid.NullUUID
 		typ, class      sql.NullString
 		payload         []byte
 		createdAt       sql.NullTime
 	)
 	for rows.Next() {
-		if err := rows.Scan(&lastSeq, &floor, &gaps, &runIDs, &seq, &eventID, &typ, &class, &payload, &createdAt); err != nil {
+		if err := rows.Scan(&lastSeq, &floor, &gaps, &runIDs, &parentID, &correlationID, &seq, &eventID, &typ, &class, &payload, &createdAt); err != nil {
 			return nil, fmt.Errorf("store: events after: %w", err)
 		}
 		found = true
 		if !seq.Valid {
 			continue
 		}
-		out = append(out, Event{RunID: runIDs.UUID, Seq: seq.Int64, EventID: eventID.UUID, Type: typ.String,
+		out = append(out, Event{RunID: runIDs.UUID, ParentRunID: parentID, CorrelationID: correlationID.UUID, Seq: seq.Int64, EventID: eventID.UUID, Type: typ.String,
 			Class: class.String, Payload: json.RawMessage(payload), CreatedAt: createdAt.Time})
 	}
 	if err := rows.Err(); err != nil {
@@ -235,7 +242,7 @@ func scanEvents(rows *sql.Rows, out []Event) ([]Event, error) {
 	for rows.Next() {
 		var ev Event
 		var payload []byte
-		if err := rows.Scan(&ev.RunID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt); err != nil {
+		if err := rows.Scan(&ev.RunID, &ev.ParentRunID, &ev.CorrelationID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt); err != nil {
 			return nil, err
 		}
 		ev.Payload = json.RawMessage(payload)

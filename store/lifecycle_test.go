@@ -484,8 +484,8 @@ func TestSubmitOperation_RacingRunsNeverExceedPaid(t *testing.T) {
 		var ids []uuid.UUID
 		for range 4 {
 			id := uuid.New()
-			if _, err := storetest.DB(t, f.s).ExecContext(ctx, `INSERT INTO runs (id, owner_id, order_id, amount, currency, reason, client_request_id)
-                VALUES ($1, $2, $3, 4000, 'EUR', 'x', $4)`, id, f.customer.ID, o.ID, id.String()); err != nil {
+			if _, err := storetest.DB(t, f.s).ExecContext(ctx, `INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id)
+                VALUES ($1, $1, $2, $3, 4000, 'EUR', 'x', $4)`, id, f.customer.ID, o.ID, id.String()); err != nil {
 				t.Fatal(err)
 			}
 			ids = append(ids, id)

@@ -87,10 +87,10 @@ WITH input AS (
 ), bump AS (
     UPDATE runs SET ` + bumpSeq("counts.n") + `
     FROM counts WHERE runs.id = counts.run_id
-    RETURNING runs.id, runs.last_seq, counts.n
+    RETURNING runs.id, runs.last_seq, runs.parent_run_id, runs.correlation_id, counts.n
 ), ins AS (
-    INSERT INTO run_events (run_id, seq, event_id, type, class, payload)
-    SELECT i.run_id, b.last_seq - b.n + i.k, i.event_id, '` + EventNarrationDelta + `', '` + ClassPresentation + `', i.payload::jsonb
+    INSERT INTO run_events (run_id, parent_run_id, correlation_id, seq, event_id, type, class, payload)
+    SELECT i.run_id, b.parent_run_id, b.correlation_id, b.last_seq - b.n + i.k, i.event_id, '` + EventNarrationDelta + `', '` + ClassPresentation + `', i.payload::jsonb
     FROM input i JOIN bump b ON b.id = i.run_id
     RETURNING run_id
 ), note AS (

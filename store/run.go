@@ -40,15 +40,24 @@ func Terminal(state string) bool {
 
 // Run is one refund request and the agent's work on it.
 type Run struct {
-	ID              uuid.UUID `db:"id" json:"id"`
-	OwnerID         int64     `db:"owner_id" json:"owner_id"`
-	OrderID         int64     `db:"order_id" json:"order_id"`
-	Amount          int64     `db:"amount" json:"amount"`
-	Currency        string    `db:"currency" json:"currency"`
-	Reason          string    `db:"reason" json:"reason"`
-	ClientRequestID string    `db:"client_request_id" json:"-"`
-	State           string    `db:"state" json:"state"`
-	LastSeq         int64     `db:"last_seq" json:"last_seq"`
+	ID      uuid.UUID `db:"id" json:"id"`
+	OwnerID int64     `db:"owner_id" json:"owner_id"`
+	// Kind is KindRefund (one order's refund) or KindRequest (a family's
+	// parent, which coordinates its children and has no order: OrderID 0).
+	Kind string `db:"kind" json:"kind"`
+	// ParentRunID is the family's parent, for a child; CorrelationID is the
+	// family's root run (the run itself, for a root). Position is a child's
+	// place in its family (1, 2, …; 0 for a root).
+	ParentRunID     uuid.NullUUID `db:"parent_run_id" json:"parent_run_id"`
+	CorrelationID   uuid.UUID     `db:"correlation_id" json:"correlation_id"`
+	Position        int           `db:"position" json:"-"`
+	OrderID         int64         `db:"order_ref" json:"order_id"`
+	Amount          int64         `db:"amount" json:"amount"`
+	Currency        string        `db:"currency" json:"currency"`
+	Reason          string        `db:"reason" json:"reason"`
+	ClientRequestID string        `db:"client_request_id" json:"-"`
+	State           string        `db:"state" json:"state"`
+	LastSeq         int64         `db:"last_seq" json:"last_seq"`
 	// ReplayFloor is the highest seq retention removed: the log is whole
 	// after it. Only retention raises it.
 	ReplayFloor int64 `db:"replay_floor" json:"replay_floor"`
@@ -61,10 +70,19 @@ type Run struct {
 	FinishedAt        sql.NullTime  `db:"finished_at" json:"-"`
 }
 
+// Run kinds.
+const (
+	KindRefund  = "refund"
+	KindRequest = "request"
+)
+
+// IsParent reports whether the run is a family's parent (a request).
+func (r *Run) IsParent() bool { return r.Kind == KindRequest }
+
 // CancelRequested reports whether someone asked to cancel the run.
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
-const runColumns = `id, owner_id, order_id, amount, currency, reason, client_request_id, state,
+const runColumns = `id, kind, parent_run_id, correlation_id, position, owner_id, order_ref, amount, currency, reason, client_request_id, state,
     last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at`
 
 // Limits on what a start request may carry.
@@ -178,9 +196,9 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		}
 		var r Run
 		err = tx.GetContext(ctx, &r, `
-INSERT INTO runs (id, owner_id, order_id, amount, currency, reason, client_request_id)
-VALUES ($1, $2, $3, $4, $5, $6, $7)
-ON CONFLICT (owner_id, client_request_id) DO NOTHING
+INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id)
+VALUES ($1, $1, $2, $3, $4, $5, $6, $7)
+ON CONFLICT (owner_id, client_request_id) WHERE parent_run_id IS NULL DO NOTHING
 RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reason, req.ClientRequestID)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Same ID, another order, committed meanwhile.
@@ -215,7 +233,7 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 // other parameters.
 func existingRun(ctx context.Context, tx *txn, req StartRequest) (*Run, error) {
 	var r Run
-	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2`,
+	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2 AND parent_run_id IS NULL`,
 		req.OwnerID, req.ClientRequestID)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound

@@ -28,11 +28,11 @@ type RunFilter struct {
 	Offset     int       // after skipping this many
 }
 
-const listingSelect = `SELECT r.id, r.owner_id, r.order_id, r.amount, r.currency, r.reason, r.client_request_id, r.state,
+const listingSelect = `SELECT r.id, r.kind, r.parent_run_id, r.correlation_id, r.position, r.owner_id, r.order_ref, r.amount, r.currency, r.reason, r.client_request_id, r.state,
     r.last_seq, r.replay_floor, r.cancel_requested_at, r.created_at, r.updated_at, r.finished_at,
-    u.email AS owner_email, o.description AS item,
+    u.email AS owner_email, COALESCE(o.description, '') AS item,
     EXISTS (SELECT 1 FROM operations op WHERE op.run_id = r.id AND op.state = 'failed') AS declined
-FROM runs r JOIN users u ON u.id = r.owner_id JOIN orders o ON o.id = r.order_id `
+FROM runs r JOIN users u ON u.id = r.owner_id LEFT JOIN orders o ON o.id = r.order_id `
 
 const filterWhere = `WHERE ($1::uuid IS NULL OR r.id = $1)
   AND ($2 = '' OR r.state = $2)

@@ -256,7 +256,7 @@ func readLatestNarration(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, n int
 		var ev Event
 		var payload []byte
 		var total int
-		if err := rows.Scan(&ev.RunID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &total); err != nil {
+		if err := rows.Scan(&ev.RunID, &ev.ParentRunID, &ev.CorrelationID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &total); err != nil {
 			return fmt.Errorf("store: snapshot narration: %w", err)
 		}
 		ev.Payload = json.RawMessage(payload)
