@@ -55,6 +55,7 @@ type Config struct {
 	// minute, so one customer's flood cannot starve the others; 0 means no
 	// limit.
 	StartRatePerUser int
+	MaxFamilySize    int
 	// API_PAGE_LIMIT: the most items one page of an API list (GET
 	// /api/runs) holds, whatever limit the client asks for.
 	APIPageLimit int
@@ -223,6 +224,7 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 		p.add("WRITE_TIMEOUT (%s) must be above REQUEST_TIMEOUT (%s), or slow answers would be cut", c.WriteTimeout, c.RequestTimeout)
 	}
 	c.APIPageLimit = count(env, p, "API_PAGE_LIMIT", handlers.DefaultAPIPageLimit)
+	c.MaxFamilySize = count(env, p, "MAX_FAMILY_SIZE", handlers.DefaultMaxFamilySize)
 	c.StartRatePerUser = 60
 	if v := env("START_RATE_PER_USER"); v != "" {
 		n, err := strconv.Atoi(v)

@@ -150,6 +150,7 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		// nothing at all.
 		RevokedSeeNothing: cfg.RevokedAccess == "none",
 		StartRatePerUser:  cfg.StartRatePerUser,
+		MaxFamilySize:     cfg.MaxFamilySize,
 		Stream: stream.Config{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser,
 			Retry: cfg.StreamRetry, RetrySpread: cfg.StreamRetrySpread, Drain: cfg.StreamDrain},
 		APIPageLimit:      cfg.APIPageLimit,

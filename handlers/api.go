@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -46,20 +47,27 @@ type apiOrder struct {
 
 // apiRun is a run as the API shows it to someone with full access.
 type apiRun struct {
-	ID              uuid.UUID  `json:"id"`
-	State           string     `json:"state"`
-	OrderID         int64      `json:"order_id"`
-	Amount          int64      `json:"amount"`
-	Currency        string     `json:"currency"`
-	Reason          string     `json:"reason"`
-	CancelRequested bool       `json:"cancel_requested"`
-	CreatedAt       time.Time  `json:"created_at"`
-	UpdatedAt       time.Time  `json:"updated_at"`
-	FinishedAt      *time.Time `json:"finished_at"`
+	ID    uuid.UUID `json:"id"`
+	State string    `json:"state"`
+	// Kind is "refund" (one order) or "request" (a family's parent, order_id
+	// 0); a child names its parent, and every run its family's root.
+	Kind            string        `json:"kind"`
+	ParentRunID     uuid.NullUUID `json:"parent_run_id"`
+	CorrelationID   uuid.UUID     `json:"correlation_id"`
+	OrderID         int64         `json:"order_id"`
+	Amount          int64         `json:"amount"`
+	Currency        string        `json:"currency"`
+	Reason          string        `json:"reason"`
+	CancelRequested bool          `json:"cancel_requested"`
+	CreatedAt       time.Time     `json:"created_at"`
+	UpdatedAt       time.Time     `json:"updated_at"`
+	FinishedAt      *time.Time    `json:"finished_at"`
+	// Children, of a request just started, are its child runs in order.
+	Children []apiRun `json:"children,omitempty"`
 }
 
 func newAPIRun(r *store.Run) apiRun {
-	out := apiRun{ID: r.ID, State: r.State, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
+	out := apiRun{ID: r.ID, State: r.State, Kind: r.Kind, ParentRunID: r.ParentRunID, CorrelationID: r.CorrelationID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
 		Reason: r.Reason, CancelRequested: r.CancelRequested(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if r.FinishedAt.Valid {
 		out.FinishedAt = &r.FinishedAt.Time
@@ -98,6 +106,9 @@ type apiSnapshot struct {
 	Operations   []apiOperation `json:"operations"`
 	Approval     *apiApproval   `json:"approval"`
 	FinalMessage *string        `json:"final_message"`
+	// Children, of a request, are its child runs' snapshots, in family
+	// order, read in the same transaction as the parent's.
+	Children []apiSnapshot `json:"children,omitempty"`
 }
 
 // apiStatusSnapshot is GET /api/runs/{id} for status-only access: the
@@ -161,12 +172,18 @@ func (h *Handler) apiListOrders(c echo.Context) error {
 	return c.JSON(http.StatusOK, out)
 }
 
-// apiStartBody is the body of POST /api/runs. Amount is in minor units.
+// apiStartBody is the body of POST /api/runs: one order's refund
+// (order_id and amount, in minor units), or several (refunds), which
+// start a family: a parent run and a child run per order.
 type apiStartBody struct {
-	OrderID int64  `json:"order_id"`
-	Amount  int64  `json:"amount"`
-	Reason  string `json:"reason"`
+	OrderID int64              `json:"order_id"`
+	Amount  int64              `json:"amount"`
+	Refunds []store.RefundItem `json:"refunds"`
+	Reason  string             `json:"reason"`
 }
+
+// DefaultMaxFamilySize is MAX_FAMILY_SIZE's default.
+const DefaultMaxFamilySize = 20
 
 // apiStartRun is POST /api/runs: 201 with the run it started, or 200 with
 // the run the same Idempotency-Key already started.
@@ -183,6 +200,9 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	if bad := decodeJSON(c.Request().Body, &body); bad != nil {
 		return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: bad.message}})
 	}
+	if body.Refunds != nil {
+		return h.apiStartFamily(c, u, key, body)
+	}
 	run, created, err := h.store.StartRun(c.Request().Context(), store.StartRequest{
 		OwnerID: u.ID, ClientRequestID: key, OrderID: body.OrderID, Amount: body.Amount, Reason: body.Reason,
 		RatePerMinute: h.cfg.StartRatePerUser,
@@ -196,6 +216,32 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 		c.Response().Header().Set(echo.HeaderLocation, "/api/runs/"+run.ID.String())
 	}
 	return c.JSON(status, newAPIRun(run))
+}
+
+// apiStartFamily is POST /api/runs with refunds: 201 with the family's
+// parent and its children, or 200 with the family the key already started.
+func (h *Handler) apiStartFamily(c echo.Context, u *store.User, key string, body apiStartBody) error {
+	if body.OrderID != 0 || body.Amount != 0 {
+		return apiBadRequest(c, codeInvalidJSON, "Send either order_id and amount (one refund) or refunds (several), not both.")
+	}
+	fam, created, err := h.store.StartFamily(c.Request().Context(), store.FamilyRequest{
+		OwnerID: u.ID, ClientRequestID: key, Refunds: body.Refunds, Reason: body.Reason,
+		MaxChildren: cmp.Or(h.cfg.MaxFamilySize, DefaultMaxFamilySize), RatePerMinute: h.cfg.StartRatePerUser,
+	})
+	if err != nil {
+		return err
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+		c.Response().Header().Set(echo.HeaderLocation, "/api/runs/"+fam.Parent.ID.String())
+	}
+	out := newAPIRun(fam.Parent)
+	out.Children = make([]apiRun, len(fam.Children))
+	for i := range fam.Children {
+		out.Children[i] = newAPIRun(&fam.Children[i])
+	}
+	return c.JSON(status, out)
 }
 
 // badBody is a request body that cannot be read: the answer to send
@@ -334,11 +380,35 @@ func (h *Handler) apiShowRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if run.IsParent() {
+		fam, err := h.store.SnapshotFamily(c.Request().Context(), run.ID)
+		if err != nil {
+			return err
+		}
+		return c.JSON(http.StatusOK, newAPIFamilySnapshot(fam, access))
+	}
 	snap, err := h.store.SnapshotState(c.Request().Context(), run.ID)
 	if err != nil {
 		return err
 	}
 	return c.JSON(http.StatusOK, newAPISnapshot(snap, access))
+}
+
+// newAPIFamilySnapshot is a request's snapshot with its children's, for
+// what the user may see of the family (the parent's access is the family's).
+func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access) any {
+	out := newAPISnapshot(fam.Parent, access)
+	full, ok := out.(apiSnapshot)
+	if !ok {
+		return out
+	}
+	full.Children = make([]apiSnapshot, 0, len(fam.Children))
+	for _, c := range fam.Children {
+		if child, ok := newAPISnapshot(c, access).(apiSnapshot); ok {
+			full.Children = append(full.Children, child)
+		}
+	}
+	return full
 }
 
 // apiRunsPage is GET /api/runs: a page of the caller's runs, newest first.

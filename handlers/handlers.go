@@ -45,6 +45,9 @@ type Config struct {
 	// StartRatePerUser caps the new runs one user may start in a minute;
 	// zero means no limit.
 	StartRatePerUser int
+	// MaxFamilySize bounds the orders one request may refund (the
+	// children of one family). Zero means DefaultMaxFamilySize.
+	MaxFamilySize int
 	// APIPageLimit bounds the limit of the API's list answers (GET
 	// /api/runs). Zero means DefaultAPIPageLimit.
 	APIPageLimit int

@@ -43,7 +43,7 @@ WITH busy AS (
             OR r.lease_expires_at IS NOT NULL THEN 0 ELSE 1 END AS prio,
         COALESCE(b.leased, 0) AS leased, r.next_attempt_at
     FROM runs r LEFT JOIN busy b ON b.owner_id = r.owner_id
-    WHERE r.state NOT IN ('completed', 'failed', 'canceled')
+    WHERE r.state NOT IN ('completed', 'failed', 'canceled') AND r.kind = 'refund'
       AND r.next_attempt_at <= now()
       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
     ORDER BY prio, leased, r.next_attempt_at

@@ -242,50 +242,34 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 	if err := checkDecisionReason(reason); err != nil {
 		return Decision{}, err
 	}
+	if r, err := getRun(ctx, s.db, runID); err != nil {
+		return Decision{}, err
+	} else if r.IsParent() {
+		// A family's cancel reaches every child (its kind never changes).
+		fd, err := s.CancelFamily(ctx, runID, byUserID, reason)
+		return fd.Decision, err
+	}
 	var d Decision
-	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
-		if Terminal(r.State) {
-			d.Outcome = DecisionRunFinished
-			return "", nil, nil
-		}
-		// Under the run's lock no operation can appear until we commit:
-		// the executor creates one through the same lock.
-		ops, err := operationsByRun(ctx, tx, r.ID)
-		if err != nil {
-			return "", nil, err
-		}
-		d.Outcome = DecisionAccepted
-		switch {
-		case CancelTooLate(ops):
-			d.Outcome = DecisionTooLate
-		case r.CancelRequested():
-			d.Outcome = DecisionAlreadyMade
-		}
-		if r.CancelRequested() {
-			return "", nil, nil
-		}
-		// Wake the executor now, whatever it was waiting for.
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET cancel_requested_at = now(), next_attempt_at = now()
-            WHERE id = $1`, r.ID); err != nil {
-			return "", nil, fmt.Errorf("store: request cancel: %w", err)
-		}
-		r.CancelRequestedAt = sql.NullTime{Time: time.Now(), Valid: true}
+	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		by, err := decidedBy(ctx, tx, byUserID, reason)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(r.ID), auditDecision("by", byUserID, reason)); err != nil {
+		// Under the run's lock no operation can appear until we commit:
+		// the executor creates one through the same lock.
+		before := r.CancelRequested()
+		if d, err = s.cancelLocked(ctx, tx, r, byUserID, by); err != nil {
 			return "", nil, err
 		}
-		if err := notifyWork(ctx, tx); err != nil {
-			return "", nil, err
+		if before || Terminal(r.State) {
+			return "", nil, nil
 		}
-		return "", []NewEvent{EventOf(CancelRequested{by})}, nil
+		// Wake the executor now, whatever it was waiting for.
+		return "", nil, notifyWork(ctx, tx)
 	})
 	if err != nil {
 		return Decision{}, err
 	}
-	d.Run = run
 	return d, nil
 }
 

@@ -43,7 +43,9 @@ const (
 	// the step failed): the narration before it belongs to an abandoned
 	// attempt. It is presentation, like the narration it divides: kept and
 	// pruned with it, never a line of the business history.
-	EventStepAttempt = "step.attempt"
+	EventStepAttempt   = "step.attempt"
+	EventChildStarted  = "child.started"  // a family's parent started a child run
+	EventChildFinished = "child.finished" // a family's child ended (in the parent's log)
 )
 
 // ClassOf tells an event type's retention class. Only narration and the
@@ -61,10 +63,34 @@ type Payload interface{ EventType() string }
 
 // RunCreated is run.created's payload: the request as the customer made it.
 type RunCreated struct {
-	OrderID  int64  `json:"order_id"`
+	OrderID  int64  `json:"order_id"` // 0 for a family's parent, which has no order
 	Amount   int64  `json:"amount"`
 	Currency string `json:"currency"`
 	Reason   string `json:"reason"`
+	// Refunds, on a family's parent, are the request's refunds, one per
+	// child, in family order.
+	Refunds []RefundItem `json:"refunds,omitempty"`
+}
+
+// ChildStarted is child.started's payload, in a parent's log: the child run
+// made for one of the request's refunds, and its place in the family.
+type ChildStarted struct {
+	ChildRunID uuid.UUID `json:"child_run_id"`
+	Position   int       `json:"position"`
+	OrderID    int64     `json:"order_id"`
+	Amount     int64     `json:"amount"`
+	Currency   string    `json:"currency"`
+}
+
+// ChildFinished is child.finished's payload, in a parent's log, committed
+// with the child's own terminal event: how the child ended and what its
+// ledger says was refunded (0 unless the provider confirmed it).
+type ChildFinished struct {
+	ChildRunID uuid.UUID `json:"child_run_id"`
+	OrderID    int64     `json:"order_id"`
+	State      string    `json:"state"`
+	Refunded   int64     `json:"refunded"`
+	Currency   string    `json:"currency"`
 }
 
 // RunPlanning is run.planning's payload: empty.
@@ -184,6 +210,8 @@ func (RunCompleted) EventType() string         { return EventRunCompleted }
 func (RunFailed) EventType() string            { return EventRunFailed }
 func (RunCanceled) EventType() string          { return EventRunCanceled }
 func (NarrationDelta) EventType() string       { return EventNarrationDelta }
+func (ChildStarted) EventType() string         { return EventChildStarted }
+func (ChildFinished) EventType() string        { return EventChildFinished }
 func (StepAttempt) EventType() string          { return EventStepAttempt }
 
 // Payloads returns a zero payload of every event type, in the order of the
@@ -193,7 +221,7 @@ func Payloads() []Payload {
 		RunCreated{}, RunPlanning{}, ActionProposed{}, ApprovalRequested{}, ApprovalGranted{},
 		CancelRequested{}, CancelTooLatePayload{}, OperationSubmitted{}, OperationSucceeded{},
 		OperationFailed{}, OperationReconciling{}, MessageFinal{}, RunCompleted{}, RunFailed{},
-		RunCanceled{}, NarrationDelta{}, StepAttempt{},
+		RunCanceled{}, NarrationDelta{}, StepAttempt{}, ChildStarted{}, ChildFinished{},
 	}
 }
 

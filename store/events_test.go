@@ -51,6 +51,12 @@ func eventSamples() []eventSample {
 		sampleOf(store.RunCanceled{State: store.StateCanceled}, "state"),
 		sampleOf(store.NarrationDelta{Text: "Looking. "}, "text"),
 		sampleOf(store.StepAttempt{Step: "planning", Attempt: 2}, "attempt step"),
+		sampleOf(store.RunCreated{Amount: 1500, Currency: "EUR", Reason: "late", Refunds: []store.RefundItem{{OrderID: 3, Amount: 1250}, {OrderID: 4, Amount: 250}}},
+			"amount currency order_id reason refunds"),
+		sampleOf(store.ChildStarted{ChildRunID: op.OperationID, Position: 1, OrderID: 3, Amount: 1250, Currency: "EUR"},
+			"amount child_run_id currency order_id position"),
+		sampleOf(store.ChildFinished{ChildRunID: op.OperationID, OrderID: 3, State: store.StateFailed, Refunded: 0, Currency: "EUR"},
+			"child_run_id currency order_id refunded state"),
 	}
 }
 

@@ -26,11 +26,12 @@ type RateLimitedError struct {
 func (e *RateLimitedError) Error() string { return e.Err.Error() }
 func (e *RateLimitedError) Unwrap() error { return e.Err }
 
-// checkStartRate refuses a new start when the owner already started limit
-// runs in the last startWindow. It holds a per-user advisory lock until the
+// checkStartRate refuses to start adding more refund runs (one, or a
+// family's children) when the owner's refund runs of the last startWindow
+// would then be more than limit (a family's parent is not counted). It holds a per-user advisory lock until the
 // transaction ends, so racing starts (from any process) are counted one
 // after the other and never exceed the limit. limit <= 0 means no limit.
-func checkStartRate(ctx context.Context, tx *txn, ownerID int64, limit int) error {
+func checkStartRate(ctx context.Context, tx *txn, ownerID int64, limit, adding int) error {
 	if limit <= 0 {
 		return nil
 	}
@@ -45,12 +46,12 @@ func checkStartRate(ctx context.Context, tx *txn, ownerID int64, limit int) erro
 	var wait float64
 	err := tx.QueryRowxContext(ctx, `SELECT count(*),
         COALESCE(EXTRACT(EPOCH FROM min(created_at) + $2::interval - clock_timestamp()), 0)::float8
-        FROM runs WHERE owner_id = $1 AND created_at > clock_timestamp() - $2::interval`,
+        FROM runs WHERE owner_id = $1 AND kind = 'refund' AND created_at > clock_timestamp() - $2::interval`,
 		ownerID, interval(startWindow)).Scan(&n, &wait)
 	if err != nil {
 		return fmt.Errorf("store: count recent starts: %w", err)
 	}
-	if n < limit {
+	if n+adding <= limit {
 		return nil
 	}
 	// Whole seconds, rounded up, and at least one: Retry-After counts

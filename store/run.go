@@ -179,7 +179,7 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		if run, err = existingRun(ctx, tx, req); !errors.Is(err, ErrNotFound) {
 			return err
 		}
-		if err := checkStartRate(ctx, tx, req.OwnerID, req.RatePerMinute); err != nil {
+		if err := checkStartRate(ctx, tx, req.OwnerID, req.RatePerMinute, 1); err != nil {
 			return err
 		}
 		var reserved int64
@@ -347,6 +347,11 @@ func (s *Store) mutate(ctx context.Context, runID uuid.UUID, m mutation) (*Run, 
 				return fmt.Errorf("store: set run state: %w", err)
 			}
 			r.State = to
+			if Terminal(to) && r.ParentRunID.Valid {
+				if err := s.childEnded(ctx, tx, r); err != nil {
+					return err
+				}
+			}
 		}
 		if out, err = s.appendEvents(ctx, tx, r.ID, evs...); err != nil {
 			return err

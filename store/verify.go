@@ -69,6 +69,37 @@ WHERE state = 'succeeded' AND COALESCE(provider_ref, '') = ''`},
 SELECT format('run %s completed but its operation is %s', r.id, op.state) FROM runs r
 JOIN operations op ON op.run_id = r.id
 WHERE r.state = 'completed' AND op.state <> 'succeeded'`},
+	{"a family's parent has ended exactly when every child has", `
+SELECT format('request %s is %s while %s of its %s children have ended', p.id, p.state,
+              count(c.id) FILTER (WHERE c.state IN ('completed', 'failed', 'canceled')), count(c.id))
+FROM runs p LEFT JOIN runs c ON c.parent_run_id = p.id
+WHERE p.kind = 'request'
+GROUP BY p.id
+HAVING count(c.id) = 0
+    OR (p.state IN ('completed', 'failed', 'canceled')) <> bool_and(c.state IN ('completed', 'failed', 'canceled'))`},
+	{"one child.started per child, and one child.finished per ended child, in its parent's log", `
+SELECT format('child %s of %s (%s): %s child.started, %s child.finished', c.id, c.parent_run_id, c.state, x.started, x.finished)
+FROM runs c CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE e.type = 'child.started') AS started,
+           count(*) FILTER (WHERE e.type = 'child.finished') AS finished
+    FROM run_events e WHERE e.run_id = c.parent_run_id AND e.payload->>'child_run_id' = c.id::text
+) x
+WHERE c.parent_run_id IS NOT NULL
+  AND (x.started <> 1 OR x.finished <> CASE WHEN c.state IN ('completed', 'failed', 'canceled') THEN 1 ELSE 0 END)`},
+	{"a family is one request and its refunds: the children's amounts sum to it, and what each child.finished says was refunded its ledger confirms", `
+SELECT format('child %s of %s: its parent is %s, correlation %s', c.id, c.parent_run_id, COALESCE(p.kind, 'missing'), c.correlation_id)
+FROM runs c LEFT JOIN runs p ON p.id = c.parent_run_id
+WHERE c.parent_run_id IS NOT NULL AND (p.id IS NULL OR p.kind <> 'request' OR p.parent_run_id IS NOT NULL
+    OR c.correlation_id <> p.correlation_id OR c.kind <> 'refund' OR c.owner_id <> p.owner_id)
+UNION ALL
+SELECT format('request %s asks for %s, its children for %s', p.id, p.amount, sum(c.amount))
+FROM runs p JOIN runs c ON c.parent_run_id = p.id
+WHERE p.kind = 'request' GROUP BY p.id HAVING sum(c.amount) <> p.amount
+UNION ALL
+SELECT format('child %s: child.finished says %s refunded, its ledger %s', c.id, e.payload->>'refunded', COALESCE(op.amount, 0))
+FROM runs c JOIN run_events e ON e.run_id = c.parent_run_id AND e.type = 'child.finished' AND e.payload->>'child_run_id' = c.id::text
+LEFT JOIN operations op ON op.run_id = c.id AND op.state = 'succeeded'
+WHERE (e.payload->>'refunded')::bigint <> COALESCE(op.amount, 0)`},
 }
 
 // Verify checks every invariant over the whole database and returns one line

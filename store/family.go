@@ -1,0 +1,555 @@
+package store
+
+import (
+	"cmp"
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+)
+
+// A family is one request that takes several agents: a parent run (kind
+// request, the coordinating agent) and one child run per order, each a
+// refund run as a single request makes it, with its own log and seq. The
+// parent's log says what the coordinator knew, in its own order:
+// child.started for each child when the family is made, child.finished in
+// the very transaction that ends each child, and the parent's own end in
+// the transaction that ends its last child. Nothing is shared across
+// families: a child's end locks its own row, then its parent's.
+
+// RefundItem is one order's refund in a family request.
+type RefundItem struct {
+	OrderID int64 `json:"order_id"`
+	Amount  int64 `json:"amount"` // minor units
+}
+
+// FamilyRequest is a customer's request for several refunds at once.
+type FamilyRequest struct {
+	OwnerID         int64
+	ClientRequestID string
+	Refunds         []RefundItem
+	Reason          string
+	// MaxChildren bounds len(Refunds) (MAX_FAMILY_SIZE); RatePerMinute is
+	// StartRequest's, counting each child as a start.
+	MaxChildren   int
+	RatePerMinute int
+}
+
+// Validate checks what can be checked without the database.
+func (r *FamilyRequest) Validate() error {
+	switch {
+	case len(r.Refunds) == 0:
+		return Errorf(CodeInvalid, "name at least one order to refund")
+	case r.MaxChildren > 0 && len(r.Refunds) > r.MaxChildren:
+		return Errorf(CodeInvalid, "one request may refund at most %d orders; this one names %d", r.MaxChildren, len(r.Refunds))
+	}
+	seen := map[int64]bool{}
+	for i, it := range r.Refunds {
+		one := StartRequest{OwnerID: r.OwnerID, ClientRequestID: r.ClientRequestID, OrderID: it.OrderID, Amount: it.Amount, Reason: r.Reason}
+		if err := one.Validate(); err != nil {
+			var e *Error
+			if errors.As(err, &e) && (it.OrderID <= 0 || it.Amount <= 0) {
+				e.Message = fmt.Sprintf("refund %d: %s", i+1, e.Message)
+			}
+			return err
+		}
+		r.Reason, r.ClientRequestID = one.Reason, one.ClientRequestID
+		if seen[it.OrderID] {
+			return Errorf(CodeInvalid, "order %d is named twice: ask for one refund per order", it.OrderID)
+		}
+		seen[it.OrderID] = true
+	}
+	return nil
+}
+
+// Family is a parent run and its children, in their family order.
+type Family struct {
+	Parent   *Run
+	Children []Run
+}
+
+// StartFamily creates, in one transaction and under one client request ID,
+// a parent run and one child run per refund, or returns the family this
+// owner already created with that ID (created=false). The same ID with
+// another body (other orders, amounts or reason, or a single-order run) is
+// ErrIdempotencyConflict. The orders are locked in ID order, so families
+// and single starts on the same orders never reserve more than was paid.
+func (s *Store) StartFamily(ctx context.Context, req FamilyRequest) (fam *Family, created bool, err error) {
+	if err := req.Validate(); err != nil {
+		return nil, false, err
+	}
+	err = s.inTx(ctx, func(tx *txn) error {
+		if fam, err = existingFamily(ctx, tx, req); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		orders, err := lockOrders(ctx, tx, req)
+		if err != nil {
+			return err
+		}
+		if fam, err = existingFamily(ctx, tx, req); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err := checkStartRate(ctx, tx, req.OwnerID, req.RatePerMinute, len(req.Refunds)); err != nil {
+			return err
+		}
+		fam, err = s.insertFamily(ctx, tx, req, orders)
+		if err != nil {
+			return err
+		}
+		created = true
+		return notifyWork(ctx, tx)
+	})
+	if err != nil {
+		return nil, false, err
+	}
+	return fam, created, nil
+}
+
+// lockOrders locks the request's orders in ID order and checks that each is
+// the owner's, still refundable by the amount asked, and that all are in
+// one currency. The map is by order ID.
+func lockOrders(ctx context.Context, tx *txn, req FamilyRequest) (map[int64]Order, error) {
+	ids := make([]int64, len(req.Refunds))
+	for i, it := range req.Refunds {
+		ids[i] = it.OrderID
+	}
+	var rows []struct {
+		Order
+		Reserved int64 `db:"reserved"`
+	}
+	if err := tx.SelectContext(ctx, &rows, `SELECT o.id, o.customer_id, o.amount, o.currency,
+        (SELECT COALESCE(sum(r.amount), 0) FROM runs r WHERE r.order_id = o.id AND r.state NOT IN ('failed', 'canceled')) AS reserved
+        FROM orders o WHERE o.id = ANY($1) ORDER BY o.id FOR UPDATE OF o`, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("store: lock orders: %w", err)
+	}
+	orders := map[int64]Order{}
+	currencies := map[string]bool{}
+	for _, o := range rows {
+		if o.CustomerID == req.OwnerID {
+			orders[o.ID] = o.Order
+			currencies[o.Currency] = true
+		}
+	}
+	for _, it := range req.Refunds {
+		o, ok := orders[it.OrderID]
+		if !ok {
+			// Someone else's order is answered like a missing one.
+			return nil, Errorf(CodeInvalid, "there is no order %d among your orders", it.OrderID)
+		}
+		var reserved int64
+		for _, r := range rows {
+			if r.ID == o.ID {
+				reserved = r.Reserved
+			}
+		}
+		if left := o.Amount - reserved; it.Amount > left {
+			return nil, Errorf(CodeInvalid, "the amount for order %d is more than what is still refundable on it (%s)", o.ID, FormatMoney(left, o.Currency))
+		}
+	}
+	if len(currencies) > 1 {
+		names := make([]string, 0, len(currencies))
+		for c := range currencies {
+			names = append(names, c)
+		}
+		slices.Sort(names)
+		return nil, Errorf(CodeInvalid, "the orders are paid in different currencies (%s): ask for each currency's refunds separately", strings.Join(names, ", "))
+	}
+	return orders, nil
+}
+
+// insertFamily writes the parent, its children and their first events.
+func (s *Store) insertFamily(ctx context.Context, tx *txn, req FamilyRequest, orders map[int64]Order) (*Family, error) {
+	parentID, err := uuid.NewV7()
+	if err != nil {
+		return nil, fmt.Errorf("store: run id: %w", err)
+	}
+	var total int64
+	currency := orders[req.Refunds[0].OrderID].Currency
+	for _, it := range req.Refunds {
+		total += it.Amount
+	}
+	fam := &Family{Parent: &Run{}}
+	// The parent is never a worker's: its children's ends move it.
+	if err := tx.GetContext(ctx, fam.Parent, `
+INSERT INTO runs (id, kind, correlation_id, owner_id, amount, currency, reason, client_request_id, next_attempt_at)
+VALUES ($1, 'request', $1, $2, $3, $4, $5, $6, 'infinity')
+RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID); err != nil {
+		return nil, fmt.Errorf("store: start request: %w", err)
+	}
+	parentEvents := []NewEvent{EventOf(RunCreated{Amount: total, Currency: currency, Reason: req.Reason, Refunds: req.Refunds})}
+	for i, it := range req.Refunds {
+		id, err := uuid.NewV7()
+		if err != nil {
+			return nil, fmt.Errorf("store: run id: %w", err)
+		}
+		var c Run
+		if err := tx.GetContext(ctx, &c, `
+INSERT INTO runs (id, parent_run_id, correlation_id, position, owner_id, order_id, amount, currency, reason, client_request_id)
+VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9)
+RETURNING `+runColumns, id, parentID, i+1, req.OwnerID, it.OrderID, it.Amount, currency, req.Reason, req.ClientRequestID); err != nil {
+			return nil, fmt.Errorf("store: start child run: %w", err)
+		}
+		evs, err := s.appendEvents(ctx, tx, c.ID, EventOf(RunCreated{OrderID: it.OrderID, Amount: it.Amount, Currency: currency, Reason: req.Reason}))
+		if err != nil {
+			return nil, err
+		}
+		c.LastSeq = evs[len(evs)-1].Seq
+		fam.Children = append(fam.Children, c)
+		parentEvents = append(parentEvents, EventOf(ChildStarted{ChildRunID: c.ID, Position: i + 1, OrderID: it.OrderID, Amount: it.Amount, Currency: currency}))
+	}
+	evs, err := s.appendEvents(ctx, tx, parentID, parentEvents...)
+	if err != nil {
+		return nil, err
+	}
+	fam.Parent.LastSeq = evs[len(evs)-1].Seq
+	return fam, nil
+}
+
+// existingFamily finds the owner's root run with this client request ID
+// and its children: ErrNotFound when there is none, ErrIdempotencyConflict
+// when it was started with another body.
+func existingFamily(ctx context.Context, tx *txn, req FamilyRequest) (*Family, error) {
+	var p Run
+	err := tx.GetContext(ctx, &p, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2 AND parent_run_id IS NULL`,
+		req.OwnerID, req.ClientRequestID)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil, ErrNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("store: find request by id: %w", err)
+	}
+	fam := &Family{Parent: &p}
+	if fam.Children, err = childrenOf(ctx, tx, p.ID); err != nil {
+		return nil, err
+	}
+	same := p.IsParent() && p.Reason == req.Reason && len(fam.Children) == len(req.Refunds)
+	for i := 0; same && i < len(req.Refunds); i++ {
+		same = fam.Children[i].OrderID == req.Refunds[i].OrderID && fam.Children[i].Amount == req.Refunds[i].Amount
+	}
+	if !same {
+		return nil, Errorf(CodeIdempotencyConflict, "this request ID was already used for a different refund request")
+	}
+	return fam, nil
+}
+
+// childrenOf reads a parent's children in family order.
+func childrenOf(ctx context.Context, q interface {
+	SelectContext(context.Context, any, string, ...any) error
+}, parentID uuid.UUID) ([]Run, error) {
+	var out []Run
+	if err := q.SelectContext(ctx, &out, `SELECT `+runColumns+` FROM runs WHERE parent_run_id = $1 ORDER BY position`, parentID); err != nil {
+		return nil, fmt.Errorf("store: children: %w", err)
+	}
+	return out, nil
+}
+
+// FamilyOf reads a parent and its children (not in one snapshot: for that,
+// FamilySnapshot). A run that is not a parent is ErrNotFound.
+func (s *Store) FamilyOf(ctx context.Context, parentID uuid.UUID) (*Family, error) {
+	p, err := getRun(ctx, s.db, parentID)
+	if err != nil {
+		return nil, err
+	}
+	if !p.IsParent() {
+		return nil, ErrNotFound
+	}
+	fam := &Family{Parent: p}
+	if fam.Children, err = childrenOf(ctx, s.db, parentID); err != nil {
+		return nil, err
+	}
+	return fam, nil
+}
+
+// ParentEnd is the state a family's parent ends in once every child has:
+// canceled when every child was, completed when any child refunded, failed
+// otherwise.
+func ParentEnd(childStates []string) string {
+	switch {
+	case !slices.ContainsFunc(childStates, func(s string) bool { return s != StateCanceled }):
+		return StateCanceled
+	case slices.Contains(childStates, StateCompleted):
+		return StateCompleted
+	}
+	return StateFailed
+}
+
+// childEnded records, in the transaction that ends child r (its row locked
+// and its new state written), child.finished in its parent's log, and when
+// it was the last child, the parent's end. It locks the parent after the
+// child, as every family write does.
+func (s *Store) childEnded(ctx context.Context, tx *txn, r *Run) error {
+	var parent Run
+	if err := tx.GetContext(ctx, &parent, lockRunSQL, r.ParentRunID.UUID); err != nil {
+		return fmt.Errorf("store: lock parent: %w", err)
+	}
+	var kids []struct {
+		ID       uuid.UUID `db:"id"`
+		OrderID  int64     `db:"order_ref"`
+		State    string    `db:"state"`
+		Refunded int64     `db:"refunded"`
+	}
+	if err := tx.SelectContext(ctx, &kids, `SELECT r.id, r.order_ref, r.state,
+        COALESCE((SELECT sum(op.amount) FROM operations op WHERE op.run_id = r.id AND op.state = 'succeeded'), 0) AS refunded
+        FROM runs r WHERE r.parent_run_id = $1 ORDER BY r.position`, parent.ID); err != nil {
+		return fmt.Errorf("store: family: %w", err)
+	}
+	var (
+		states []string
+		evs    []NewEvent
+	)
+	for _, k := range kids {
+		if k.ID == r.ID {
+			evs = append(evs, EventOf(ChildFinished{ChildRunID: k.ID, OrderID: k.OrderID, State: r.State, Refunded: k.Refunded, Currency: r.Currency}))
+		}
+		states = append(states, k.State)
+	}
+	if slices.ContainsFunc(states, func(s string) bool { return !Terminal(s) }) || Terminal(parent.State) {
+		_, err := s.appendEvents(ctx, tx, parent.ID, evs...)
+		return err
+	}
+	end := ParentEnd(states)
+	endEvent, _ := terminalEvent(end)
+	var body string
+	if err := tx.GetContext(ctx, &body, `SELECT string_agg(format('Order #%s: %s', r.order_ref, COALESCE(m.body, r.state)), E'\n' ORDER BY r.position)
+        FROM runs r LEFT JOIN final_messages m ON m.run_id = r.id WHERE r.parent_run_id = $1`, parent.ID); err != nil {
+		return fmt.Errorf("store: family message: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, parent.ID, body); err != nil {
+		return fmt.Errorf("store: family message: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2, finished_at = now() WHERE id = $1`, parent.ID, end); err != nil {
+		return fmt.Errorf("store: end request: %w", err)
+	}
+	evs = append(evs, EventOf(MessageFinal{Body: body}), EventOf(endEvent))
+	_, err := s.appendEvents(ctx, tx, parent.ID, evs...)
+	return err
+}
+
+// FamilySnapshot is one consistent read of a family: the parent's snapshot
+// and each child's, all as of one REPEATABLE READ transaction, in a number
+// of statements that does not grow with the children.
+type FamilySnapshot struct {
+	Parent   *Snapshot
+	Children []*Snapshot
+}
+
+// SnapshotFamily reads a parent and its children in one transaction: each
+// child's state, ledger, approval, final message and marks (what its
+// progress folds), with its covering seq.
+func (s *Store) SnapshotFamily(ctx context.Context, parentID uuid.UUID) (*FamilySnapshot, error) {
+	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
+	if err != nil {
+		return nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	defer tx.Rollback()
+	parent, err := readSnapshot(ctx, tx, parentID, readEvents)
+	if err != nil {
+		return nil, err
+	}
+	if !parent.Run.IsParent() {
+		return nil, ErrNotFound
+	}
+	kids, err := childrenOf(ctx, tx, parentID)
+	if err != nil {
+		return nil, err
+	}
+	fs := &FamilySnapshot{Parent: parent}
+	byID := map[uuid.UUID]*Snapshot{}
+	ids := make([]uuid.UUID, len(kids))
+	for i := range kids {
+		snap := &Snapshot{Run: &kids[i], CoveringSeq: kids[i].LastSeq, ReplayFloor: kids[i].ReplayFloor, Events: []Event{}}
+		fs.Children = append(fs.Children, snap)
+		byID[kids[i].ID] = snap
+		ids[i] = kids[i].ID
+	}
+	if err := readChildren(ctx, tx, ids, byID); err != nil {
+		return nil, err
+	}
+	if err := tx.Commit(); err != nil {
+		return nil, fmt.Errorf("store: snapshot: %w", err)
+	}
+	return fs, nil
+}
+
+// readChildren fills the children's snapshots with a statement per kind of
+// row, whatever their number.
+func readChildren(ctx context.Context, tx interface {
+	SelectContext(context.Context, any, string, ...any) error
+}, ids []uuid.UUID, byID map[uuid.UUID]*Snapshot) error {
+	var ops []Operation
+	if err := tx.SelectContext(ctx, &ops, `SELECT `+operationColumns+` FROM operations WHERE run_id = ANY($1) ORDER BY created_at`, pq.Array(ids)); err != nil {
+		return fmt.Errorf("store: family operations: %w", err)
+	}
+	for _, op := range ops {
+		byID[op.RunID].Operations = append(byID[op.RunID].Operations, op)
+	}
+	var approvals []Approval
+	if err := tx.SelectContext(ctx, &approvals, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = ANY($1)`, pq.Array(ids)); err != nil {
+		return fmt.Errorf("store: family approvals: %w", err)
+	}
+	for i := range approvals {
+		byID[approvals[i].RunID].Approval = &approvals[i]
+	}
+	var msgs []FinalMessage
+	if err := tx.SelectContext(ctx, &msgs, `SELECT run_id, body, created_at FROM final_messages WHERE run_id = ANY($1)`, pq.Array(ids)); err != nil {
+		return fmt.Errorf("store: family messages: %w", err)
+	}
+	for i := range msgs {
+		byID[msgs[i].RunID].FinalMessage = &msgs[i]
+	}
+	var marks []Event
+	if err := tx.SelectContext(ctx, &marks, `SELECT `+eventColumns+` FROM run_events
+        WHERE run_id = ANY($1) AND type IN ('`+strings.Join(markTypes, "', '")+`') ORDER BY run_id, seq`, pq.Array(ids)); err != nil {
+		return fmt.Errorf("store: family marks: %w", err)
+	}
+	for _, m := range marks {
+		byID[m.RunID].Marks = append(byID[m.RunID].Marks, m)
+	}
+	for _, snap := range byID {
+		snap.StateSince = familyStateSince(snap)
+	}
+	return nil
+}
+
+// familyStateSince is stateSince from what a family read holds: a child
+// being verified counts from its operation's last change.
+func familyStateSince(snap *Snapshot) time.Time {
+	switch snap.Run.State {
+	case StateAwaitingApproval:
+		if snap.Approval != nil {
+			return snap.Approval.RequestedAt
+		}
+	case StateSubmitting:
+		if len(snap.Operations) > 0 {
+			return snap.Operations[0].CreatedAt
+		}
+	case StateReconciling:
+		if len(snap.Operations) > 0 {
+			return cmp.Or(snap.Operations[0].UpdatedAt, snap.Operations[0].CreatedAt)
+		}
+	}
+	return time.Time{}
+}
+
+// FamilyDecision is what a cancel of a whole family did: the parent's
+// outcome and each child's, in family order.
+type FamilyDecision struct {
+	Decision
+	Children []Decision
+}
+
+// CancelFamily records byUserID's cancel on a parent and on every child not
+// yet ended, in one transaction; each child honours it at its own safe
+// boundary, as a single run's cancel. A child the refund may already have
+// left for is DecisionTooLate, and so is the family's outcome then. The
+// children are locked (in ID order) before the parent, as a child's end
+// locks them.
+func (s *Store) CancelFamily(ctx context.Context, parentID uuid.UUID, byUserID int64, reason string) (FamilyDecision, error) {
+	if err := checkDecisionReason(reason); err != nil {
+		return FamilyDecision{}, err
+	}
+	var fd FamilyDecision
+	err := s.inTx(ctx, func(tx *txn) error {
+		fd = FamilyDecision{}
+		var kids []Run
+		if err := tx.SelectContext(ctx, &kids, `SELECT `+runColumns+` FROM runs WHERE parent_run_id = $1 ORDER BY id FOR UPDATE`, parentID); err != nil {
+			return fmt.Errorf("store: lock children: %w", err)
+		}
+		slices.SortFunc(kids, func(a, b Run) int { return cmp.Compare(a.Position, b.Position) })
+		parent := &Run{}
+		if err := tx.GetContext(ctx, parent, lockRunSQL, parentID); errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		} else if err != nil {
+			return fmt.Errorf("store: lock run: %w", err)
+		}
+		if !parent.IsParent() {
+			return ErrNotFound
+		}
+		fd.Run = parent
+		switch {
+		case Terminal(parent.State):
+			fd.Outcome = DecisionRunFinished
+			return nil
+		case parent.CancelRequested():
+			fd.Outcome = DecisionAlreadyMade
+		default:
+			fd.Outcome = DecisionAccepted
+		}
+		by, err := decidedBy(ctx, tx, byUserID, reason)
+		if err != nil {
+			return err
+		}
+		for i := range kids {
+			d, err := s.cancelLocked(ctx, tx, &kids[i], byUserID, by)
+			if err != nil {
+				return err
+			}
+			if d.Outcome == DecisionTooLate {
+				fd.Outcome = DecisionTooLate
+			}
+			fd.Children = append(fd.Children, d)
+		}
+		if parent.CancelRequested() {
+			return nil
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE runs SET cancel_requested_at = now() WHERE id = $1`, parent.ID); err != nil {
+			return fmt.Errorf("store: request cancel: %w", err)
+		}
+		parent.CancelRequestedAt = sql.NullTime{Time: time.Now(), Valid: true}
+		if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(parent.ID), auditDecision("by", byUserID, reason)); err != nil {
+			return err
+		}
+		evs, err := s.appendEvents(ctx, tx, parent.ID, EventOf(CancelRequested{by}))
+		if err != nil {
+			return err
+		}
+		parent.LastSeq = evs[len(evs)-1].Seq
+		return notifyWork(ctx, tx)
+	})
+	if err != nil {
+		return FamilyDecision{}, err
+	}
+	return fd, nil
+}
+
+// cancelLocked records a cancel on r, whose row tx holds locked, as
+// RequestCancelBecause does.
+func (s *Store) cancelLocked(ctx context.Context, tx *txn, r *Run, byUserID int64, by DecidedBy) (Decision, error) {
+	d := Decision{Run: r, Outcome: DecisionAccepted}
+	if Terminal(r.State) {
+		d.Outcome = DecisionRunFinished
+		return d, nil
+	}
+	ops, err := operationsByRun(ctx, tx, r.ID)
+	if err != nil {
+		return d, err
+	}
+	switch {
+	case CancelTooLate(ops):
+		d.Outcome = DecisionTooLate
+	case r.CancelRequested():
+		d.Outcome = DecisionAlreadyMade
+	}
+	if r.CancelRequested() {
+		return d, nil
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET cancel_requested_at = now(), next_attempt_at = now() WHERE id = $1`, r.ID); err != nil {
+		return d, fmt.Errorf("store: request cancel: %w", err)
+	}
+	r.CancelRequestedAt = sql.NullTime{Time: time.Now(), Valid: true}
+	if err := audit(ctx, tx, AuditRunCancelRequested, RunSubject(r.ID), auditDecision("by", byUserID, by.Reason)); err != nil {
+		return d, err
+	}
+	evs, err := s.appendEvents(ctx, tx, r.ID, EventOf(CancelRequested{by}))
+	if err != nil {
+		return d, err
+	}
+	r.LastSeq = evs[len(evs)-1].Seq
+	return d, nil
+}

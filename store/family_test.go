@@ -1,0 +1,174 @@
+package store_test
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"testing"
+
+	"github.com/refundd/refundd/store"
+)
+
+// family starts a request for the fixture's order and two more orders of
+// the same customer, 300, 200 and 100 cents.
+func (f *fixture) family(t *testing.T, key string) (*store.Family, store.FamilyRequest) {
+	t.Helper()
+	ctx := context.Background()
+	req := store.FamilyRequest{OwnerID: f.customer.ID, ClientRequestID: key, Reason: "late delivery", MaxChildren: 20,
+		Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 300}}}
+	for i, amount := range []int64{200, 100} {
+		o, err := f.s.CreateOrder(ctx, f.customer.ID, []string{"Hat", "Scarf"}[i], 1000, "EUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Refunds = append(req.Refunds, store.RefundItem{OrderID: o.ID, Amount: amount})
+	}
+	fam, created, err := f.s.StartFamily(ctx, req)
+	if err != nil || !created {
+		t.Fatalf("StartFamily: created %v, err %v", created, err)
+	}
+	return fam, req
+}
+
+func TestStartFamily_OneTransactionOneKey(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	fam, req := f.family(t, "k1")
+	if !fam.Parent.IsParent() || fam.Parent.Amount != 600 || fam.Parent.OrderID != 0 || len(fam.Children) != 3 {
+		t.Fatalf("parent %+v with %d children", fam.Parent, len(fam.Children))
+	}
+	for i, c := range fam.Children {
+		if c.ParentRunID.UUID != fam.Parent.ID || c.CorrelationID != fam.Parent.ID || c.Position != i+1 || c.OrderID != req.Refunds[i].OrderID {
+			t.Errorf("child %d: %+v", i, c)
+		}
+	}
+	// The parent's log: run.created, then child.started for each child.
+	snap, err := f.s.Snapshot(ctx, fam.Parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for _, ev := range snap.Events {
+		types = append(types, ev.Type)
+		if ev.CorrelationID != fam.Parent.ID || ev.ParentRunID.Valid {
+			t.Errorf("parent event %s: correlation %s, parent %v", ev.Type, ev.CorrelationID, ev.ParentRunID)
+		}
+	}
+	if want := "[run.created child.started child.started child.started]"; fmtList(types) != want {
+		t.Errorf("parent log %v, want %s", types, want)
+	}
+	child, err := f.s.EventsAfter(ctx, fam.Children[1].ID, 0, 10)
+	if err != nil || len(child) != 1 || child[0].ParentRunID.UUID != fam.Parent.ID || child[0].CorrelationID != fam.Parent.ID {
+		t.Fatalf("child log %+v, %v", child, err)
+	}
+
+	// A repeat returns the same family, however many race; another body is a conflict.
+	var wg sync.WaitGroup
+	for range 4 {
+		wg.Go(func() {
+			again, created, err := f.s.StartFamily(ctx, req)
+			if err != nil || created || again.Parent.ID != fam.Parent.ID || again.Children[2].ID != fam.Children[2].ID {
+				t.Errorf("repeat: created %v, err %v", created, err)
+			}
+		})
+	}
+	wg.Wait()
+	other := req
+	other.Refunds = append([]store.RefundItem{}, req.Refunds...)
+	other.Refunds[2].Amount = 101
+	if _, _, err := f.s.StartFamily(ctx, other); !errors.Is(err, store.ErrIdempotencyConflict) {
+		t.Errorf("changed body: %v, want a conflict", err)
+	}
+	if _, _, err := f.s.StartRun(ctx, store.StartRequest{OwnerID: f.customer.ID, ClientRequestID: "k1", OrderID: f.order.ID, Amount: 300, Reason: "late delivery"}); !errors.Is(err, store.ErrIdempotencyConflict) {
+		t.Errorf("single start with a family's key: %v, want a conflict", err)
+	}
+	if n := count(t, f.s, `SELECT count(*) FROM runs`); n != 4 {
+		t.Errorf("%d runs, want 4", n)
+	}
+	// Bad families change nothing.
+	for _, bad := range []store.FamilyRequest{
+		{Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 1}, {OrderID: f.order.ID, Amount: 2}}},
+		{Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 10000}}},
+		{Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 1}, {OrderID: f.order.ID + 999, Amount: 1}}},
+		{Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 1}, {OrderID: f.order.ID + 1, Amount: 1}, {OrderID: f.order.ID + 2, Amount: 1}}, MaxChildren: 2},
+	} {
+		bad.OwnerID, bad.ClientRequestID, bad.Reason = f.customer.ID, "bad", "x"
+		if _, _, err := f.s.StartFamily(ctx, bad); !errors.Is(err, store.ErrInvalid) {
+			t.Errorf("%+v: %v, want invalid", bad.Refunds, err)
+		}
+	}
+	if n := count(t, f.s, `SELECT count(*) FROM runs`); n != 4 {
+		t.Errorf("%d runs after bad requests, want 4", n)
+	}
+}
+
+func TestFamily_ParentEndsWithItsLastChild(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	fam, _ := f.family(t, "k2")
+	f.walk(t, fam.Children[0].ID) // completed, 300 refunded
+	op, err := f.s.SubmitOperation(ctx, fam.Children[1].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: "declined"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.FinishRun(ctx, fam.Children[1].ID, store.StateFailed, "Declined."); err != nil {
+		t.Fatal(err)
+	}
+	p, _ := f.s.RunByID(ctx, fam.Parent.ID)
+	if p.State != store.StateCreated {
+		t.Fatalf("parent %s with a child still going", p.State)
+	}
+	// Cancel the family: recorded on the parent and the child still going.
+	d, err := f.s.RequestCancelBecause(ctx, fam.Parent.ID, f.customer.ID, "changed my mind")
+	if err != nil || d.Outcome != store.DecisionAccepted {
+		t.Fatalf("cancel family: %+v, %v", d, err)
+	}
+	if n := count(t, f.s, `SELECT count(*) FROM runs WHERE cancel_requested_at IS NOT NULL`); n != 2 {
+		t.Errorf("%d runs with a cancel, want the parent and the last child", n)
+	}
+	if _, err := f.s.FinishRun(ctx, fam.Children[2].ID, store.StateCanceled, "Canceled."); err != nil {
+		t.Fatal(err)
+	}
+	snap, err := f.s.SnapshotFamily(ctx, fam.Parent.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if snap.Parent.Run.State != store.StateCompleted || snap.Parent.FinalMessage == nil {
+		t.Fatalf("parent %s, message %v", snap.Parent.Run.State, snap.Parent.FinalMessage)
+	}
+	var refunded int64
+	finished := 0
+	for _, ev := range snap.Parent.Events {
+		if p, err := store.PayloadOf[store.ChildFinished](ev); err == nil {
+			finished++
+			refunded += p.Refunded
+		}
+	}
+	if finished != 3 || refunded != 300 {
+		t.Errorf("%d child.finished refunding %d, want 3 and 300", finished, refunded)
+	}
+	for i, want := range []string{store.StateCompleted, store.StateFailed, store.StateCanceled} {
+		if c := snap.Children[i]; c.Run.State != want || c.CoveringSeq != c.Run.LastSeq || (i < 2) != (len(c.Operations) == 1) {
+			t.Errorf("child %d: %s, %d operations", i, c.Run.State, len(c.Operations))
+		}
+	}
+	if problems, err := f.s.Verify(ctx); err != nil || len(problems) > 0 {
+		t.Errorf("verify: %v %v", problems, err)
+	}
+}
+
+func fmtList(xs []string) string {
+	out := "["
+	for i, x := range xs {
+		if i > 0 {
+			out += " "
+		}
+		out += x
+	}
+	return out + "]"
+}
