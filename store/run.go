@@ -267,8 +267,8 @@ func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID) (*Run, err
 }
 
 // runForAccessSQL is prepared: every request about a run reads it first.
-const runForAccessSQL = `SELECT ` + runColumns + `,
-    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = runs.id) AS has_approval
+var runForAccessSQL = `SELECT ` + runColumns + `,
+    ` + familyAskedApprovalSQL("runs") + ` AS has_approval
     FROM runs WHERE id = $1`
 
 // RunForAccess loads a run and whether it ever asked for an approval (who

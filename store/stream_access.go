@@ -34,7 +34,7 @@ var streamAccessSQL = `
 SELECT c.i, u.id, u.role, (u.disabled_at IS NOT NULL) AS disabled,
     ` + grantsOf("u") + ` AS grants,
     r.owner_id,
-    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = c.run_id) AS has_approval
+    ` + familyAskedApprovalSQL("r") + ` AS has_approval
 FROM unnest($1::bytea[], $2::bytea[], $3::uuid[]) WITH ORDINALITY AS c(session_hash, token_hash, run_id, i)
 LEFT JOIN sessions s ON s.id_hash = c.session_hash AND s.expires_at > now()
 LEFT JOIN api_tokens t ON t.token_hash = c.token_hash AND t.revoked_at IS NULL
@@ -116,7 +116,7 @@ func prefixed(alias, columns string) string {
 var streamOpenColumns = prefixed("u", userColumns) + `,
     ` + grantsOf("u") + ` AS grants,
     ` + prefixed("r", runColumns) + `,
-    EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id) AS has_approval`
+    ` + familyAskedApprovalSQL("r") + ` AS has_approval`
 
 // streamOpenSQL reads a stream's user (who is the user the credential
 // names) and its run, in one statement. It finds nothing unless both exist

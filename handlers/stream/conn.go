@@ -207,10 +207,13 @@ func (sc *Conn) start(ctx context.Context) error {
 func (sc *Conn) finish(ctx context.Context, cancel context.CancelCauseFunc, err error) {
 	overflowed := false
 	for _, f := range sc.feeds {
-		if l, ok := f.(*logFeed); ok {
+		switch l := f.(type) {
+		case *logFeed:
 			if _, cut := l.sub.out.take(); cut != nil {
 				overflowed = true // counted where it was cut (Sub.offer)
 			}
+		case *familyFeed:
+			overflowed = overflowed || l.overflowed()
 		}
 	}
 	if errors.Is(err, os.ErrDeadlineExceeded) && !overflowed {

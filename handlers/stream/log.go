@@ -75,12 +75,13 @@ type logFeed struct {
 	v        RunView
 	runID    uuid.UUID
 	sub      *Sub
-	run      *store.Run // as loaded for the access check
-	asked    int64      // the cursor it was asked to resume from
-	askedErr error      // why that cursor is not one (store.ParseCursor)
-	tailFrom int64      // the tail hands over every seq after this (tails.join)
-	idPrefix string     // "": ids are seqs; "RUN:" on a connection of several runs
-	leaveFn  func()     // leaves the tail and the registry
+	run      *store.Run  // as loaded for the access check
+	asked    int64       // the cursor it was asked to resume from
+	askedErr error       // why that cursor is not one (store.ParseCursor)
+	tailFrom int64       // the tail hands over every seq after this (tails.join)
+	idPrefix string      // "": ids are seqs; "RUN:" on a connection of several runs
+	fam      *familyFeed // the family it is a run of (family.go), nil for none
+	leaveFn  func()      // leaves the tail and the registry
 
 	// The start, as prepare found it.
 	snap    *store.Snapshot
@@ -207,7 +208,7 @@ func (f *logFeed) send(ctx context.Context, ev store.Event, frames *Frames, live
 	if err != nil || data == nil {
 		return err
 	}
-	f.sc.message(f.idPrefix, name, ev.Seq, data)
+	f.write(name, ev.Seq, data)
 	if live {
 		metrics.StreamDelivery.Observe(time.Since(ev.CreatedAt).Seconds())
 	}
@@ -248,6 +249,17 @@ func (f *logFeed) reset(ctx context.Context, snap *store.Snapshot, banner bool) 
 	if err != nil {
 		return err
 	}
-	f.sc.message(f.idPrefix, "reset", snap.CoveringSeq, data)
+	f.write("reset", snap.CoveringSeq, data)
 	return nil
+}
+
+// write sends one message of the run: its id is the seq (after the
+// stream's prefix), or the family cursor for a run of a family, whose
+// cursor has already moved past it.
+func (f *logFeed) write(name string, seq int64, data []byte) {
+	if f.fam != nil {
+		f.sc.w.event(name, f.fam.cursor(), data)
+		return
+	}
+	f.sc.message(f.idPrefix, name, seq, data)
 }
