@@ -16,6 +16,9 @@ func (h *Handler) showRunPage(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if run.IsParent() {
+		return h.showFamilyPage(c, run, access)
+	}
 	// The latest narration only, the rest on demand: the page links to it.
 	ctx := c.Request().Context()
 	u := currentUser(c)

@@ -41,6 +41,9 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 		}
 		return err
 	}
+	if run.IsParent() {
+		return h.serveFamilyStream(c, f, run, access)
+	}
 	u := currentUser(c)
 	sc := h.engine.NewConn(c, u.ID)
 	defer sc.End()
@@ -201,13 +204,16 @@ func (r *runView) Closing(ctx context.Context, reason stream.Reason) ([]byte, er
 }
 
 // viewerNow is the viewer as their access allows now.
-func (r *runView) viewerNow() views.Viewer {
-	if r.access != AccessFull {
+func (r *runView) viewerNow() views.Viewer { return limitedViewer(r.viewer, r.access) }
+
+// limitedViewer is full (a viewer with full access) as access allows.
+func limitedViewer(full views.Viewer, access Access) views.Viewer {
+	if access != AccessFull {
 		// Who is looking stays the same: their own decisions still read
 		// "you"; only what they may do goes.
-		return views.Viewer{UserID: r.viewer.UserID, Staff: r.viewer.Staff}
+		return views.Viewer{UserID: full.UserID, Staff: full.Staff}
 	}
-	return r.viewer
+	return full
 }
 
 // recheckAccess reloads the user through the credential the stream came

@@ -2,11 +2,13 @@
 // the approval queue's and a customer's run list.
 //
 // A stream's element carries sse-connect and data-applied, the last id it
-// applied (a run's seq, a queue's or list's version). Delivery is at least
+// applied (a run's seq, a queue's or list's version, or a request's family
+// cursor: each of its runs' seqs, joined by dots). Delivery is at least
 // once (a reconnect may replay what was already shown), and htmx-ext-sse's
 // re-created EventSource sends no Last-Event-ID. So:
 //   - a message whose id is not above data-applied is dropped before htmx
-//     swaps it;
+//     swaps it (a family cursor is above when any of its parts is: each
+//     message moves one run's part);
 //   - after the swap data-applied moves on, and the sse-connect URL's
 //     after= is rewritten so a re-created EventSource resumes right there;
 //   - "reset" (the state as it is now) and "close" are always applied.
@@ -22,9 +24,24 @@
     return t.closest('[data-applied]');
   }
 
+  // cursorOf reads an id: one seq or version, or a family cursor's seqs;
+  // null when it is none.
+  function cursorOf(text) {
+    if (!text || !/^\d+(\.\d+)*$/.test(text)) return null;
+    return text.split('.').map(function (p) { return parseInt(p, 10); });
+  }
+
   function applied(root) {
-    var n = parseInt(root.getAttribute('data-applied'), 10);
-    return isNaN(n) ? 0 : n;
+    return cursorOf(root.getAttribute('data-applied')) || [0];
+  }
+
+  // above: the id names something not yet applied.
+  function above(id, done) {
+    if (id.length !== done.length) return true;
+    for (var i = 0; i < id.length; i++) {
+      if (id[i] > done[i]) return true;
+    }
+    return false;
   }
 
   function setApplied(root, id) {
@@ -47,8 +64,7 @@
   }
 
   function idOf(msg) {
-    var n = parseInt(msg.lastEventId, 10);
-    return isNaN(n) ? null : n;
+    return cursorOf(msg.lastEventId) ? msg.lastEventId : null;
   }
 
   document.addEventListener('htmx:sseBeforeMessage', function (e) {
@@ -56,7 +72,7 @@
     var msg = e.detail;
     if (!root || !msg || msg.type !== 'message') return;
     var id = idOf(msg);
-    if (id === null || id <= applied(root)) {
+    if (id === null || !above(cursorOf(id), applied(root))) {
       e.preventDefault(); // seen already: applying it again would repeat it
     }
   });

@@ -1,0 +1,242 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+
+	"github.com/google/uuid"
+
+	"github.com/refundd/refundd/store"
+)
+
+// FamilyView is what a request's page shows: the request (its parent run)
+// and each of its refunds (its children), every one a RunView built from
+// one family snapshot and moved forward by its own run's events. What the
+// page says about the request is derived from the children's views alone
+// (FamilyWords), so it cannot say other than the cards beside it.
+type FamilyView struct {
+	// Runs is the parent's view, then each child's in family order: the
+	// order of the family cursor.
+	Runs []*RunView
+	// Offline marks the runs whose stream started over from a snapshot:
+	// their card says the refund went on while the page was away.
+	Offline []bool
+}
+
+// NewFamilyView builds the view of a family snapshot for viewer; full is
+// whether they may see each run's history (the family's access is the
+// parent's).
+func NewFamilyView(fs *store.FamilySnapshot, full bool, viewer Viewer) *FamilyView {
+	f := &FamilyView{Runs: make([]*RunView, 0, 1+len(fs.Children))}
+	f.Runs = append(f.Runs, familyRunView(fs.Parent, full, viewer))
+	for _, c := range fs.Children {
+		f.Runs = append(f.Runs, familyRunView(c, full, viewer))
+	}
+	f.Offline = make([]bool, len(f.Runs))
+	return f
+}
+
+// familyRunView is a run's view as the family page holds it: its progress,
+// without narration or timeline, which the page does not show.
+func familyRunView(snap *store.Snapshot, full bool, viewer Viewer) *RunView {
+	return &RunView{Progress: store.ProgressOf(snap), Viewer: viewer, Full: full, ReplayFloor: snap.ReplayFloor}
+}
+
+// Parent is the request's own view.
+func (f *FamilyView) Parent() *RunView { return f.Runs[0] }
+
+// Children are the refunds' views, in family order.
+func (f *FamilyView) Children() []*RunView { return f.Runs[1:] }
+
+// Cursor is the family cursor the page covers: each run's covering seq,
+// the parent's first, joined by dots (handlers/stream/family.go).
+func (f *FamilyView) Cursor() string {
+	parts := make([]string, len(f.Runs))
+	for i, v := range f.Runs {
+		parts[i] = strconv.FormatInt(v.CoveringSeq, 10)
+	}
+	return strings.Join(parts, ".")
+}
+
+// Ended reports whether every refund of the request has ended.
+func (f *FamilyView) Ended() bool {
+	for _, c := range f.Children() {
+		if !c.Terminal() {
+			return false
+		}
+	}
+	return true
+}
+
+// Words is what the request says to its viewer (FamilyWords).
+func (f *FamilyView) Words() FamilySaid {
+	ps := make([]*store.Progress, 0, len(f.Runs)-1)
+	for _, c := range f.Children() {
+		ps = append(ps, &c.Progress)
+	}
+	return FamilyWords(f.Parent().Run, ps, f.Parent().Viewer)
+}
+
+// FamilyStreamURL is where a family page's stream resumes: every run
+// strictly after its part of the family cursor.
+func FamilyStreamURL(parentID uuid.UUID, cursor string) string {
+	return "/runs/" + parentID.String() + "/events?after=" + cursor
+}
+
+// ChildID is the stable element ID of a child's card (its position).
+func ChildID(i int) string { return "child-" + strconv.Itoa(i) }
+
+// RunURL is a run's own page.
+func RunURL(id uuid.UUID) string { return "/runs/" + id.String() }
+
+// FamilySaid is what a request's page says about the request as a whole.
+type FamilySaid struct {
+	Status string // "In progress", "Refunded", "Partly refunded", …
+	Tone   string
+	// Outcome says how much was refunded, of how much asked, and what
+	// became of each refund: "Refunded €3.50 of €5.00: two orders
+	// refunded, one declined by the payment provider."
+	Outcome string
+	Ended   string // RunFinished once every refund has ended
+}
+
+// FamilyWords is what a request says to viewer, from its refunds'
+// progress: only what the payment provider confirmed counts as refunded
+// (succeeded operations), a refund whose result is unknown is "still
+// verifying", and each ending names who acted, in the viewer's words.
+func FamilyWords(parent *store.Run, children []*store.Progress, viewer Viewer) FamilySaid {
+	var (
+		refunded, asked int64
+		ended, going    phrases
+		outcomes        = map[string]int{}
+	)
+	for _, p := range children {
+		asked += p.Run.Amount
+		for _, op := range p.Operations {
+			if op.State == store.OpSucceeded {
+				refunded += op.Amount
+			}
+		}
+		if p.Terminal() {
+			ended.add(childEnding(p, viewer))
+			outcomes[p.Outcome()]++
+		} else {
+			going.add(childDoing(p))
+		}
+	}
+	money := store.FormatMoney(refunded, parent.Currency) + " of " + store.FormatMoney(asked, parent.Currency)
+	if len(going.text) > 0 {
+		account := going.say(len(ended.text) == 0)
+		if len(ended.text) > 0 {
+			account = ended.say(true) + "; " + account
+		}
+		w := FamilySaid{Status: "In progress", Tone: ToneWorking, Outcome: "Nothing refunded yet: " + account + "."}
+		if refunded > 0 {
+			w.Outcome = "Refunded " + money + " so far: " + account + "."
+		}
+		return w
+	}
+	w := FamilySaid{Ended: RunFinished}
+	done := outcomes[store.OutcomeCompleted] + outcomes[store.OutcomeCancelTooLate]
+	switch {
+	case done == len(children):
+		w.Status, w.Tone = "Refunded", ToneGood
+	case done > 0:
+		w.Status, w.Tone = "Partly refunded", ToneGood
+	case outcomes[store.OutcomeCanceled] == len(children):
+		w.Status, w.Tone = "Canceled", ToneNeutral
+	case outcomes[store.OutcomeFailed] > 0:
+		w.Status, w.Tone = "Not refunded", ToneBad
+	default:
+		w.Status, w.Tone = "Not refunded", ToneNeutral
+	}
+	if refunded > 0 {
+		w.Outcome = "Refunded " + money + ": " + ended.say(true) + "."
+	} else {
+		w.Outcome = "Nothing was refunded: " + ended.say(true) + ". No money moved."
+	}
+	return w
+}
+
+// childEnding is how a refund ended, as the request's outcome lists it.
+func childEnding(p *store.Progress, viewer Viewer) string {
+	switch p.Outcome() {
+	case store.OutcomeCompleted:
+		return "refunded"
+	case store.OutcomeCancelTooLate:
+		return "refunded although " + who(p, viewer, p.CanceledBy, "someone") + " asked to cancel (too late)"
+	case store.OutcomeDeclined:
+		return "declined by the payment provider"
+	case store.OutcomeCanceled:
+		return "canceled by " + who(p, viewer, p.CanceledBy, "someone")
+	}
+	return "not refunded: the request could not be carried out"
+}
+
+// childDoing is where a refund that goes on stands; "verifying" is said
+// of refunds ("still verifying one refund"), the rest of orders.
+func childDoing(p *store.Progress) string {
+	switch p.State {
+	case store.StateAwaitingApproval:
+		return "waiting for an approver"
+	case store.StateSubmitting:
+		return "being sent to the payment provider"
+	case store.StateReconciling:
+		return verifying
+	}
+	return "being checked"
+}
+
+const verifying = "still verifying"
+
+// phrases counts the refunds that read alike, in the order first seen.
+type phrases struct {
+	text  []string
+	count []int
+}
+
+func (ps *phrases) add(s string) {
+	for i, t := range ps.text {
+		if t == s {
+			ps.count[i]++
+			return
+		}
+	}
+	ps.text, ps.count = append(ps.text, s), append(ps.count, 1)
+}
+
+// say lists the phrases with their counts: "two orders refunded, one
+// declined by the payment provider". first: the list begins the
+// sentence's account, so its first count names what it counts.
+func (ps *phrases) say(first bool) string {
+	out := make([]string, len(ps.text))
+	for i, t := range ps.text {
+		n := ps.count[i]
+		switch {
+		case t == verifying:
+			out[i] = verifying + " " + countOf(n, "refund", "refunds")
+		case i == 0 && first:
+			out[i] = countOf(n, "order", "orders") + " " + t
+		default:
+			out[i] = numberWord(n) + " " + t
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// countOf is n things in words: "one order", "three orders".
+func countOf(n int, one, many string) string {
+	if n == 1 {
+		return "one " + one
+	}
+	return numberWord(n) + " " + many
+}
+
+// numberWord is n as a page says it: in words up to twelve.
+func numberWord(n int) string {
+	words := [...]string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
+	if n >= 0 && n < len(words) {
+		return words[n]
+	}
+	return strconv.Itoa(n)
+}
