@@ -50,15 +50,21 @@ type app struct {
 type appOption func(*appSetup)
 
 type appSetup struct {
-	listener bool
-	executor *executorSetup
-	wrap     func(http.Handler) http.Handler
-	server   func(*httptest.Server)
+	storeOpts []store.Option
+	listener  bool
+	executor  *executorSetup
+	wrap      func(http.Handler) http.Handler
+	server    func(*httptest.Server)
 }
 
 type executorSetup struct {
 	narrator agent.Narrator
 	faults   payments.Faults
+}
+
+// withStoreOptions opens the server's store with opts.
+func withStoreOptions(opts ...store.Option) appOption {
+	return func(s *appSetup) { s.storeOpts = opts }
 }
 
 // withListener gives the server a real Listener, so streams wake on NOTIFY
@@ -93,7 +99,16 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 		o(&setup)
 	}
 	ctx := context.Background()
-	st := storetest.MustOpen(t)
+	var st *store.Store
+	if setup.storeOpts == nil {
+		st = storetest.MustOpen(t)
+	} else {
+		var err error
+		if st, err = store.Open(ctx, storetest.URL(t), setup.storeOpts...); err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { st.Close() })
+	}
 	if err := devdb.SeedDemo(ctx, st); err != nil {
 		t.Fatal(err)
 	}

@@ -35,10 +35,10 @@ func (s *Store) ListRuns(ctx context.Context, q RunList) ([]ListedRun, error) {
 	after := uuid.NullUUID{UUID: q.After, Valid: q.After != uuid.Nil}
 	runs := []ListedRun{}
 	err := s.db.SelectContext(ctx, &runs, `SELECT `+runColumns+`,
-        ` + familyAskedApprovalSQL("runs") + ` AS has_approval
+        `+familyAskedApprovalSQL("runs")+` AS has_approval
         FROM runs
         WHERE ($1::uuid IS NULL OR id < $1)
-          AND ($2 OR owner_id = $3 OR ($4 AND ` + familyAskedApprovalSQL("runs") + `))
+          AND ($2 OR owner_id = $3 OR ($4 AND `+familyAskedApprovalSQL("runs")+`))
         ORDER BY id DESC LIMIT $5`, after, q.All, q.OwnerID, q.WithApprovals, q.Limit)
 	if err != nil {
 		return nil, fmt.Errorf("store: list runs: %w", err)

@@ -49,6 +49,19 @@ type Option func(*options)
 
 type options struct {
 	poolSize, streamPoolSize int
+	driver                   string
+}
+
+// Driver opens the pools with the database/sql driver registered under
+// name, one that reaches PostgreSQL through lib/pq (a test's wrapper that
+// counts statements); "" keeps lib/pq's own, "postgres". The name must
+// be bound to sqlx's $n placeholders (sqlx.BindDriver).
+func Driver(name string) Option {
+	return func(o *options) {
+		if name != "" {
+			o.driver = name
+		}
+	}
 }
 
 // DefaultPoolSize is the pool's size when Open is given no PoolSize
@@ -82,15 +95,15 @@ func StreamPoolSize(n int) Option {
 
 // Open connects to the database at url and checks it answers.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
-	o := options{poolSize: DefaultPoolSize, streamPoolSize: DefaultStreamPoolSize}
+	o := options{poolSize: DefaultPoolSize, streamPoolSize: DefaultStreamPoolSize, driver: "postgres"}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := sqlx.Open("postgres", url)
+	db, err := sqlx.Open(o.driver, url)
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	streams, err := sqlx.Open("postgres", url)
+	streams, err := sqlx.Open(o.driver, url)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)

@@ -1,0 +1,396 @@
+package handlers_test
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/PuerkitoBio/goquery"
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/internal/testkit"
+	"github.com/refundd/refundd/store"
+)
+
+// familyAmounts are a request's refunds as issue 22 words its outcome:
+// €1.50, €2.00 and €1.50, €5.00 in all.
+var familyAmounts = []int64{150, 200, 150}
+
+// startFamily starts a request of customer@example.com with a refund of
+// each amount, each of a new order of its own.
+func (a *app) startFamily(t testing.TB, amounts ...int64) *store.Family {
+	t.Helper()
+	ctx := context.Background()
+	cust := a.user(t, "customer@example.com")
+	req := store.FamilyRequest{OwnerID: cust.ID, ClientRequestID: uuid.NewString(), Reason: "The delivery was two weeks late."}
+	for i, amount := range amounts {
+		var id int64
+		if err := a.db.GetContext(ctx, &id, `INSERT INTO orders (customer_id, description, amount, currency)
+            VALUES ($1, $2, 5000, 'EUR') RETURNING id`, cust.ID, fmt.Sprintf("Family order %d", i+1)); err != nil {
+			t.Fatal(err)
+		}
+		req.Refunds = append(req.Refunds, store.RefundItem{OrderID: id, Amount: amount})
+	}
+	fam, _, err := a.store.StartFamily(ctx, req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return fam
+}
+
+// checked takes a child through the agent's check, as planned does.
+func (b *endingBuilder) checked(run *store.Run) {
+	b.t.Helper()
+	_, err := b.a.store.Transition(b.ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
+	b.must(err)
+	b.attempt(run, "planning")
+	b.say(run, "I'm looking at order #"+strconv.FormatInt(run.OrderID, 10)+". ")
+}
+
+// The endings of a family's children in the tests: refunded, declined by
+// the provider, canceled by the customer.
+func (b *endingBuilder) childRefunded(run *store.Run) {
+	b.checked(run)
+	b.refunded(run, b.sent(run), "re_F"+strconv.Itoa(run.Position))
+}
+
+func (b *endingBuilder) childDeclined(run *store.Run) {
+	b.checked(run)
+	op := b.sent(run)
+	b.record(op, store.Outcome{State: store.OpFailed, Reason: "declined by the card issuer"})
+	b.finish(run, store.StateFailed, "The payment provider did not refund it. No money moved.")
+}
+
+func (b *endingBuilder) childCanceled(run *store.Run) {
+	b.checked(run)
+	b.awaiting(run)
+	b.cancel(run, "customer@example.com", "")
+	b.finish(run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
+}
+
+// TestFamilyPage_WordsFromTheChildren: the request's page says how it
+// stands from its refunds alone, with a card per refund naming who acted,
+// as each refund moves and once all have ended.
+func TestFamilyPage_WordsFromTheChildren(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	page := func() (outcome string, cards []string) {
+		t.Helper()
+		r := a.get(t, c, "/runs/"+fam.Parent.ID.String())
+		wantStatus(t, r, http.StatusOK)
+		doc := r.doc(t)
+		if got := doc.Find(".child a").Length(); got != len(fam.Children) {
+			t.Errorf("%d links to the refunds' pages, want %d", got, len(fam.Children))
+		}
+		doc.Find(".child").Each(func(i int, s *goquery.Selection) {
+			if href, _ := s.Find("a").Attr("href"); href != "/runs/"+fam.Children[i].ID.String() {
+				t.Errorf("card %d links to %q, want its run's page", i+1, href)
+			}
+			cards = append(cards, strings.Join(strings.Fields(s.Text()), " "))
+		})
+		return strings.TrimSpace(doc.Find("#family-outcome").Text()), cards
+	}
+	steps := []struct {
+		name    string
+		do      func()
+		outcome string
+		card    [][]string // what each card must say, in order
+	}{
+		{"started", func() {}, "Nothing refunded yet: three orders being checked.",
+			[][]string{{"Waiting for the agent"}, {"Waiting for the agent"}, {"Waiting for the agent"}}},
+		{"one verifying", func() {
+			b.checked(&fam.Children[0])
+			op := b.sent(&fam.Children[0])
+			b.record(op, store.Outcome{State: store.OpReconciling, Reason: "timeout"})
+		}, "Nothing refunded yet: still verifying one refund, two being checked.",
+			[][]string{{"Verifying the result", "Approved by an approver."}, {"Waiting for the agent"}, {"Waiting for the agent"}}},
+		{"all ended", func() {
+			run := &fam.Children[0]
+			ops, err := a.store.OperationsByRun(b.ctx, run.ID)
+			b.must(err)
+			b.refunded(run, &ops[0], "re_F1")
+			b.childDeclined(&fam.Children[1])
+			b.childCanceled(&fam.Children[2])
+		}, "Refunded €1.50 of €5.00: one order refunded, one declined by the payment provider, one canceled by you.",
+			[][]string{{"Refunded €1.50.", "Approved by an approver."}, {"Declined by the payment provider.", "declined by the card issuer"}, {"Canceled by you."}}},
+	}
+	for _, st := range steps {
+		t.Run(st.name, func(t *testing.T) {
+			st.do()
+			outcome, cards := page()
+			if outcome != st.outcome {
+				t.Errorf("outcome = %q, want %q", outcome, st.outcome)
+			}
+			for i, words := range st.card {
+				for _, w := range words {
+					if i >= len(cards) || !strings.Contains(cards[i], w) {
+						t.Errorf("card %d of %q, want it to say %q", i+1, cards, w)
+					}
+				}
+			}
+		})
+	}
+}
+
+// familyMsg is one message of a family's JSON stream.
+type familyMsg struct {
+	name, id string
+	ev       store.Event
+}
+
+func readFamilyMsg(t *testing.T, s *sseConn) familyMsg {
+	t.Helper()
+	m := s.next(t)
+	var ev store.Event
+	if m.Event == "" || m.Event == "reset" {
+		if m.Event == "" {
+			if err := json.Unmarshal([]byte(m.Data), &ev); err != nil {
+				t.Fatalf("data is not the event JSON: %v\n%s", err, m.Data)
+			}
+		}
+	}
+	return familyMsg{name: m.Event, id: m.ID, ev: ev}
+}
+
+// familyCursorOf is the family cursor of the family's runs as read now.
+func familyCursorOf(t testing.TB, a *app, fam *store.Family) string {
+	t.Helper()
+	parts := []string{}
+	for _, id := range append([]uuid.UUID{fam.Parent.ID}, childIDs(fam)...) {
+		r, err := a.store.RunByID(context.Background(), id)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts = append(parts, strconv.FormatInt(r.LastSeq, 10))
+	}
+	return strings.Join(parts, ".")
+}
+
+func childIDs(fam *store.Family) []uuid.UUID {
+	out := make([]uuid.UUID, len(fam.Children))
+	for i, c := range fam.Children {
+		out[i] = c.ID
+	}
+	return out
+}
+
+// say appends n narration pieces to run.
+func (a *app) say(t testing.TB, runID uuid.UUID, n int) {
+	t.Helper()
+	for range n {
+		if _, err := a.store.Append(context.Background(), runID, store.EventOf(store.NarrationDelta{Text: "w "})); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// TestFamilyStream_CutResumesEveryRun: one connection carries the parent's
+// and every child's log; cut, and resumed with the last id it received
+// (the family cursor), it sends each run's events strictly after that
+// run's own last one: none lost, none twice.
+func TestFamilyStream_CutResumesEveryRun(t *testing.T) {
+	t.Parallel()
+	a := &streamApp{app: newApp(t, handlers.Config{}, withListener())}
+	fam := a.startFamily(t, familyAmounts...)
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	runs := append([]uuid.UUID{fam.Parent.ID}, childIDs(fam)...)
+	start := familyCursorOf(t, a.app, fam)
+
+	s := a.open(t, c, jsonStreamPath(fam.Parent.ID, start), "")
+	a.say(t, runs[1], 2)
+	a.say(t, runs[3], 1)
+	got := map[uuid.UUID][]int64{}
+	var last string
+	take := func(s *sseConn, n int) {
+		for range n {
+			m := readFamilyMsg(t, s)
+			if m.name != "" {
+				t.Fatalf("got event %q, want a message", m.name)
+			}
+			got[m.ev.RunID] = append(got[m.ev.RunID], m.ev.Seq)
+			last = m.id
+		}
+	}
+	take(s, 3)
+	s.cancel() // the cut
+
+	a.say(t, runs[2], 2)
+	a.say(t, runs[1], 1)
+	a.say(t, runs[0], 1)
+	s = a.open(t, c, jsonStreamPath(fam.Parent.ID, "0"), last) // Last-Event-ID wins over after=
+	take(s, 4)
+	want := map[uuid.UUID][]int64{}
+	for i, id := range runs {
+		first, _ := strconv.ParseInt(strings.Split(start, ".")[i], 10, 64)
+		lastSeq, _ := strconv.ParseInt(strings.Split(familyCursorOf(t, a.app, fam), ".")[i], 10, 64)
+		for seq := first + 1; seq <= lastSeq; seq++ {
+			want[id] = append(want[id], seq)
+		}
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("seqs by run = %v, want %v (each run's once, in order)", got, want)
+	}
+	if now := familyCursorOf(t, a.app, fam); last != now {
+		t.Errorf("last id = %q, want the family cursor %q", last, now)
+	}
+	t.Run("nothing more", func(t *testing.T) {
+		a.say(t, runs[2], 1)
+		m := readFamilyMsg(t, s)
+		if m.ev.RunID != runs[2] || m.ev.Seq != want[runs[2]][len(want[runs[2]])-1]+1 {
+			t.Errorf("next message = run %v seq %d, want the one just appended", m.ev.RunID, m.ev.Seq)
+		}
+	})
+}
+
+// TestFamilyStream_ExpiredCursorResetsOnlyItsRun: a family cursor whose
+// part for one child is below that child's replay floor starts that child
+// over from a snapshot (event: reset) and resumes every other run.
+func TestFamilyStream_ExpiredCursorResetsOnlyItsRun(t *testing.T) {
+	t.Parallel()
+	a := &streamApp{app: newApp(t, handlers.Config{}, withListener())}
+	fam := a.startFamily(t, familyAmounts...)
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	a.say(t, fam.Children[1].ID, 3)
+	if _, err := a.db.Exec(`UPDATE run_events SET created_at = now() - interval '2 hours' WHERE run_id = $1`, fam.Children[1].ID); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.Prune(context.Background(), store.Retention{Presentation: time.Hour}); err != nil {
+		t.Fatal(err)
+	}
+	now := strings.Split(familyCursorOf(t, a.app, fam), ".")
+	cursor := append([]string(nil), now...)
+	cursor[2] = "1" // child 2: run.created only; what followed is pruned
+
+	s := a.open(t, c, jsonStreamPath(fam.Parent.ID, strings.Join(cursor, ".")), "")
+	m := s.next(t)
+	var snap struct {
+		Run struct {
+			ID uuid.UUID `json:"id"`
+		} `json:"run"`
+		CoveringSeq int64 `json:"covering_seq"`
+	}
+	if err := json.Unmarshal([]byte(m.Data), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if m.Event != "reset" || snap.Run.ID != fam.Children[1].ID || m.ID != strings.Join(now, ".") {
+		t.Fatalf("first message = %q of run %v, id %q; want child 2's reset, id %q", m.Event, snap.Run.ID, m.ID, strings.Join(now, "."))
+	}
+	a.say(t, fam.Children[0].ID, 1)
+	next := readFamilyMsg(t, s)
+	if next.name != "" || next.ev.RunID != fam.Children[0].ID {
+		t.Errorf("then %q of run %v, want child 1's new event: the others resume", next.name, next.ev.RunID)
+	}
+
+	t.Run("a cursor of another family is 400", func(t *testing.T) {
+		r := a.get(t, c, jsonStreamPath(fam.Parent.ID, "3.1"))
+		wantAPIError(t, r, http.StatusBadRequest, store.CodeCursorInvalid)
+	})
+}
+
+// TestFamilyAccess_FollowsTheParent: whoever may see the parent sees its
+// children, and nobody else sees any of them (404, as a missing run).
+func TestFamilyAccess_FollowsTheParent(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	paths := []string{"/runs/" + fam.Parent.ID.String(), "/runs/" + fam.Children[0].ID.String(),
+		"/api/runs/" + fam.Parent.ID.String(), jsonStreamPath(fam.Parent.ID, "")}
+	check := func(email string, want int) {
+		t.Helper()
+		c := a.client(t)
+		a.login(t, c, email)
+		for _, p := range paths {
+			if want == http.StatusOK && strings.HasSuffix(p, "/stream") {
+				continue // a stream that opens goes on
+			}
+			if r := a.get(t, c, p); r.status != want {
+				t.Errorf("%s GET %s = %d, want %d", email, p, r.status, want)
+			}
+		}
+	}
+	check("customer2@example.com", http.StatusNotFound)
+	check("approver@example.com", http.StatusNotFound)
+	check("support@example.com", http.StatusOK)
+	check("customer@example.com", http.StatusOK)
+
+	// Child 2 asks for an approval: approvers see the whole family, child
+	// 1 too, which did not ask.
+	b.checked(&fam.Children[1])
+	b.awaiting(&fam.Children[1])
+	check("approver@example.com", http.StatusOK)
+	check("customer2@example.com", http.StatusNotFound)
+}
+
+// TestFamilyStream_RevokedAccessCutsEveryRun: an approver's family stream
+// ends within 2 s when the approver is disabled (notified), and when the
+// family's approval is gone without a notification (the batched re-check
+// of every stream covers the family through its parent).
+func TestFamilyStream_RevokedAccessCutsEveryRun(t *testing.T) {
+	t.Parallel()
+	a := &streamApp{app: newApp(t, handlers.Config{Stream: stream.Config{Recheck: 300 * time.Millisecond}}, withListener())}
+	b := &endingBuilder{t: t, a: a.app, ctx: context.Background()}
+	cases := []struct {
+		name   string
+		revoke func(fam *store.Family, approver *store.User)
+		reason string
+	}{
+		{"approval gone unnotified", func(fam *store.Family, _ *store.User) {
+			ids := pq.StringArray{}
+			for _, id := range childIDs(fam) {
+				ids = append(ids, id.String())
+			}
+			if _, err := a.db.Exec(`DELETE FROM approvals WHERE run_id = ANY($1::uuid[])`, ids); err != nil {
+				t.Fatal(err)
+			}
+		}, stream.Denied.String()},
+		{"approver disabled", func(_ *store.Family, u *store.User) {
+			if err := a.store.SetDisabled(context.Background(), u.ID, true); err != nil {
+				t.Fatal(err)
+			}
+		}, stream.SignedOut.String()},
+	}
+	for _, tc := range cases {
+		fam := a.startFamily(t, familyAmounts...)
+		b.checked(&fam.Children[2])
+		b.awaiting(&fam.Children[2])
+		c := a.client(t)
+		a.login(t, c, "approver@example.com")
+		s := a.open(t, c, jsonStreamPath(fam.Parent.ID, familyCursorOf(t, a.app, fam)), "")
+		if s.res.StatusCode != http.StatusOK {
+			t.Fatalf("%s: stream = %d, want 200", tc.name, s.res.StatusCode)
+		}
+		a.say(t, fam.Children[0].ID, 1)
+		if m := readFamilyMsg(t, s); m.ev.RunID != fam.Children[0].ID {
+			t.Fatalf("%s: first message of run %v, want child 1's", tc.name, m.ev.RunID)
+		}
+		revoked := time.Now()
+		tc.revoke(fam, a.user(t, "approver@example.com"))
+		var closed testkit.SSEEvent
+		s.read(t, "the close event", 2*time.Second, func(ev testkit.SSEEvent, ok bool) bool {
+			if !ok {
+				t.Fatalf("%s: the stream ended without its close event", tc.name)
+			}
+			closed = ev
+			return ev.Event == "close"
+		})
+		if !strings.Contains(closed.Data, tc.reason) {
+			t.Errorf("%s: close = %s, want reason %s", tc.name, closed.Data, tc.reason)
+		}
+		s.read(t, "the stream to end", 2*time.Second-time.Since(revoked), func(ev testkit.SSEEvent, ok bool) bool { return !ok })
+	}
+}
