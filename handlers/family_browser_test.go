@@ -1,0 +1,66 @@
+package handlers_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/chromedp/chromedp"
+
+	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/browsertest"
+	"github.com/refundd/refundd/internal/devdb"
+)
+
+// TestBrowser_FamilyPageGoesLive opens a three-refund request's page in
+// Chromium while its refunds go on, and ends them one by one (refunded,
+// declined by the payment provider, canceled by the customer): the page's
+// words and cards follow each, over its one stream, without a reload, and
+// the ending fits 360 and 1280 px (SCREENSHOTS=1 writes
+// docs/screenshots/family-ended-customer-<width>.png).
+func TestBrowser_FamilyPageGoesLive(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{DemoLogins: true}, withListener())
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	ctx := browsertest.NewWithTimeout(t, 3*time.Minute)
+	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	path := "/runs/" + fam.Parent.ID.String()
+	if err := chromedp.Do(ctx, chromedp.EmulateViewport(1280, 800), chromedp.Navigate(a.srv.URL+path),
+		chromedp.WaitVisible(chromedp.CSS("#family-outcome"))); err != nil {
+		t.Fatal(err)
+	}
+	// A mark a reload would lose.
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what, cond string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(wctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+			text, _ := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#run').innerText`))
+			t.Fatalf("waiting for %s: %v\npage: %s", what, err, text)
+		}
+	}
+	outcomeIs := func(s string) string {
+		return `window.notReloaded === true && document.querySelector('#family-outcome').textContent.trim() === ` + jsString(s)
+	}
+	wait("the stream to be live", `document.querySelector('#stream-indicator').dataset.state === 'live'`)
+
+	b.childRefunded(&fam.Children[0])
+	wait("the first refund", outcomeIs("Refunded €1.50 of €5.00 so far: one order refunded; two being checked."))
+	b.childDeclined(&fam.Children[1])
+	wait("the decline", outcomeIs("Refunded €1.50 of €5.00 so far: one order refunded, one declined by the payment provider; one being checked."))
+	b.childCanceled(&fam.Children[2])
+	wait("the cancel", outcomeIs("Refunded €1.50 of €5.00: one order refunded, one declined by the payment provider, one canceled by you."))
+	wait("the cards", `[...document.querySelectorAll('.child')].map(c => c.dataset.outcome).join() === 'completed,declined,canceled'`)
+	wait("the stream's end", `document.querySelector('#stream-indicator').dataset.state === 'closed' && document.querySelector('#run-state').textContent === 'Partly refunded'`)
+
+	for _, w := range []int64{1280, 360} {
+		checkPage(t, ctx, a.srv.URL, shownPage{name: "family-ended-customer", path: path, ready: "#family-outcome",
+			check: `document.querySelectorAll('.child').length === 3`}, w)
+	}
+}
