@@ -394,3 +394,31 @@ func TestFamilyStream_RevokedAccessCutsEveryRun(t *testing.T) {
 		s.read(t, "the stream to end", 2*time.Second-time.Since(revoked), func(ev testkit.SSEEvent, ok bool) bool { return !ok })
 	}
 }
+
+// TestFamilyStream_TwentyChildrenOneStream: a family of 20 children is one
+// stream on one connection, as the caps count it: a user allowed a single
+// stream follows all 21 runs' logs.
+func TestFamilyStream_TwentyChildrenOneStream(t *testing.T) {
+	t.Parallel()
+	a := &streamApp{app: newApp(t, handlers.Config{Stream: stream.Config{MaxPerUser: 1}}, withListener())}
+	amounts := make([]int64, 20)
+	for i := range amounts {
+		amounts[i] = 100
+	}
+	fam := a.startFamily(t, amounts...)
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	s := a.open(t, c, jsonStreamPath(fam.Parent.ID, familyCursorOf(t, a.app, fam)), "")
+	if s.res.StatusCode != http.StatusOK {
+		t.Fatalf("stream = %d, want 200: the family is one stream", s.res.StatusCode)
+	}
+	for _, i := range []int{19, 0, 10} {
+		a.say(t, fam.Children[i].ID, 1)
+		if m := readFamilyMsg(t, s); m.ev.RunID != fam.Children[i].ID {
+			t.Fatalf("message of run %v, want child %d's", m.ev.RunID, i+1)
+		}
+	}
+	if parts := strings.Split(familyCursorOf(t, a.app, fam), "."); len(parts) != 21 {
+		t.Fatalf("family cursor has %d parts, want 21", len(parts))
+	}
+}
