@@ -295,6 +295,14 @@ func TestFamilyStream_ExpiredCursorResetsOnlyItsRun(t *testing.T) {
 		t.Errorf("then %q of run %v, want child 1's new event: the others resume", next.name, next.ev.RunID)
 	}
 
+	t.Run("the page's stream resets that refund's card", func(t *testing.T) {
+		h := a.open(t, c, htmlStreamPath(fam.Parent.ID, strings.Join(cursor, ".")), "")
+		m := h.next(t)
+		if m.Event != "reset" || m.ID != familyCursorOf(t, a.app, fam) || !strings.Contains(m.Data, `id="child-2"`) ||
+			!strings.Contains(m.Data, "continued while you were offline") || strings.Contains(m.Data, `id="child-1"`) {
+			t.Errorf("first message = %q id %q:\n%s\nwant child 2's card, reset, with the offline note", m.Event, m.ID, m.Data)
+		}
+	})
 	t.Run("a cursor of another family is 400", func(t *testing.T) {
 		r := a.get(t, c, jsonStreamPath(fam.Parent.ID, "3.1"))
 		wantAPIError(t, r, http.StatusBadRequest, store.CodeCursorInvalid)
