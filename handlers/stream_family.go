@@ -147,5 +147,8 @@ func (m *familyMember) Recheck(ctx context.Context) (int, error) {
 }
 
 func (m *familyMember) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	if r == stream.Finished && m.fs.f.rendersPage() {
+		return renderBytes(ctx, views.StreamClose(views.RequestFinished, false))
+	}
 	return m.fs.f.closing(ctx, r)
 }

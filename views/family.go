@@ -97,8 +97,13 @@ type FamilySaid struct {
 	// became of each refund: "Refunded €3.50 of €5.00: two orders
 	// refunded, one declined by the payment provider."
 	Outcome string
-	Ended   string // RunFinished once every refund has ended
+	Ended   string // RequestFinished once every refund has ended
 }
+
+// RequestFinished is what a request's page says once every refund has
+// ended and its live updates stopped.
+const RequestFinished = "The request has finished: every refund has ended."
+
 
 // FamilyWords is what a request says to viewer, from its refunds'
 // progress: only what the payment provider confirmed counts as refunded
@@ -136,7 +141,7 @@ func FamilyWords(parent *store.Run, children []*store.Progress, viewer Viewer) F
 		}
 		return w
 	}
-	w := FamilySaid{Ended: RunFinished}
+	w := FamilySaid{Ended: RequestFinished}
 	done := outcomes[store.OutcomeCompleted] + outcomes[store.OutcomeCancelTooLate]
 	switch {
 	case done == len(children):
