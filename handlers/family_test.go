@@ -344,20 +344,21 @@ func TestFamilyAccess_FollowsTheParent(t *testing.T) {
 	check("customer2@example.com", http.StatusNotFound)
 }
 
-// TestFamilyStream_RevokedAccessCutsEveryRun: an approver's family stream
-// ends within 2 s when the approver is disabled (notified), and when the
-// family's approval is gone without a notification (the batched re-check
-// of every stream covers the family through its parent).
+// TestFamilyStream_RevokedAccessCutsEveryRun: a family's stream, every
+// run of it, ends within 2 s of its viewer losing the parent: an approver
+// disabled or their family's approval gone without a notification (the
+// batched re-check covers the family through its parent), a customer's
+// grant removed where that leaves nothing to see, a token revoked.
 func TestFamilyStream_RevokedAccessCutsEveryRun(t *testing.T) {
 	t.Parallel()
-	a := &streamApp{app: newApp(t, handlers.Config{Stream: stream.Config{Recheck: 300 * time.Millisecond}}, withListener())}
-	b := &endingBuilder{t: t, a: a.app, ctx: context.Background()}
 	cases := []struct {
 		name   string
-		revoke func(fam *store.Family, approver *store.User)
-		reason string
+		cfg    handlers.Config
+		viewer func(t *testing.T, a *streamApp) *http.Client
+		revoke func(t *testing.T, a *streamApp, fam *store.Family)
+		reason stream.Reason
 	}{
-		{"approval gone unnotified", func(fam *store.Family, _ *store.User) {
+		{"approval gone unnotified", handlers.Config{}, approverClient, func(t *testing.T, a *streamApp, fam *store.Family) {
 			ids := pq.StringArray{}
 			for _, id := range childIDs(fam) {
 				ids = append(ids, id.String())
@@ -365,42 +366,83 @@ func TestFamilyStream_RevokedAccessCutsEveryRun(t *testing.T) {
 			if _, err := a.db.Exec(`DELETE FROM approvals WHERE run_id = ANY($1::uuid[])`, ids); err != nil {
 				t.Fatal(err)
 			}
-		}, stream.Denied.String()},
-		{"approver disabled", func(_ *store.Family, u *store.User) {
-			if err := a.store.SetDisabled(context.Background(), u.ID, true); err != nil {
+		}, stream.Denied},
+		{"approver disabled", handlers.Config{}, approverClient, func(t *testing.T, a *streamApp, _ *store.Family) {
+			if err := a.store.SetDisabled(context.Background(), a.user(t, "approver@example.com").ID, true); err != nil {
 				t.Fatal(err)
 			}
-		}, stream.SignedOut.String()},
+		}, stream.SignedOut},
+		{"grant removed", handlers.Config{RevokedSeeNothing: true}, func(t *testing.T, a *streamApp) *http.Client { return a.customerClient(t) },
+			func(t *testing.T, a *streamApp, fam *store.Family) {
+				if err := a.store.SetGrant(context.Background(), fam.Parent.OwnerID, store.GrantRefundAccess, false); err != nil {
+					t.Fatal(err)
+				}
+			}, stream.Denied},
+		{"token revoked", handlers.Config{}, func(t *testing.T, a *streamApp) *http.Client {
+			_, token, err := a.store.CreateToken(context.Background(), a.user(t, "customer@example.com").ID, "watcher")
+			if err != nil {
+				t.Fatal(err)
+			}
+			return &http.Client{Transport: bearer{token}}
+		}, func(t *testing.T, a *streamApp, _ *store.Family) {
+			var id int64
+			if err := a.db.Get(&id, `SELECT id FROM api_tokens`); err != nil {
+				t.Fatal(err)
+			}
+			if err := a.store.RevokeToken(context.Background(), id); err != nil {
+				t.Fatal(err)
+			}
+		}, stream.SignedOut},
 	}
 	for _, tc := range cases {
-		fam := a.startFamily(t, familyAmounts...)
-		b.checked(&fam.Children[2])
-		b.awaiting(&fam.Children[2])
-		c := a.client(t)
-		a.login(t, c, "approver@example.com")
-		s := a.open(t, c, jsonStreamPath(fam.Parent.ID, familyCursorOf(t, a.app, fam)), "")
-		if s.res.StatusCode != http.StatusOK {
-			t.Fatalf("%s: stream = %d, want 200", tc.name, s.res.StatusCode)
-		}
-		a.say(t, fam.Children[0].ID, 1)
-		if m := readFamilyMsg(t, s); m.ev.RunID != fam.Children[0].ID {
-			t.Fatalf("%s: first message of run %v, want child 1's", tc.name, m.ev.RunID)
-		}
-		revoked := time.Now()
-		tc.revoke(fam, a.user(t, "approver@example.com"))
-		var closed testkit.SSEEvent
-		s.read(t, "the close event", 2*time.Second, func(ev testkit.SSEEvent, ok bool) bool {
-			if !ok {
-				t.Fatalf("%s: the stream ended without its close event", tc.name)
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			cfg := tc.cfg
+			cfg.Stream = stream.Config{Recheck: 300 * time.Millisecond}
+			a := &streamApp{app: newApp(t, cfg, withListener())}
+			fam := a.startFamily(t, familyAmounts...)
+			b := &endingBuilder{t: t, a: a.app, ctx: context.Background()}
+			b.checked(&fam.Children[2])
+			b.awaiting(&fam.Children[2])
+			s := a.open(t, tc.viewer(t, a), jsonStreamPath(fam.Parent.ID, familyCursorOf(t, a.app, fam)), "")
+			if s.res.StatusCode != http.StatusOK {
+				t.Fatalf("stream = %d, want 200", s.res.StatusCode)
 			}
-			closed = ev
-			return ev.Event == "close"
+			a.say(t, fam.Children[0].ID, 1)
+			if m := readFamilyMsg(t, s); m.ev.RunID != fam.Children[0].ID {
+				t.Fatalf("first message of run %v, want child 1's", m.ev.RunID)
+			}
+			revoked := time.Now()
+			tc.revoke(t, a, fam)
+			var closed testkit.SSEEvent
+			s.read(t, "the close event", 2*time.Second, func(ev testkit.SSEEvent, ok bool) bool {
+				if !ok {
+					t.Fatal("the stream ended without its close event")
+				}
+				closed = ev
+				return ev.Event == "close"
+			})
+			if !strings.Contains(closed.Data, `"reason":"`+tc.reason.String()+`"`) {
+				t.Errorf("close = %s, want reason %s", closed.Data, tc.reason)
+			}
+			s.read(t, "the stream to end", 2*time.Second-time.Since(revoked), func(_ testkit.SSEEvent, ok bool) bool { return !ok })
 		})
-		if !strings.Contains(closed.Data, tc.reason) {
-			t.Errorf("%s: close = %s, want reason %s", tc.name, closed.Data, tc.reason)
-		}
-		s.read(t, "the stream to end", 2*time.Second-time.Since(revoked), func(ev testkit.SSEEvent, ok bool) bool { return !ok })
 	}
+}
+
+func approverClient(t *testing.T, a *streamApp) *http.Client {
+	c := a.client(t)
+	a.login(t, c, "approver@example.com")
+	return c
+}
+
+// bearer sends every request with an API token.
+type bearer struct{ token string }
+
+func (b bearer) RoundTrip(r *http.Request) (*http.Response, error) {
+	r = r.Clone(r.Context())
+	r.Header.Set("Authorization", "Bearer "+b.token)
+	return http.DefaultTransport.RoundTrip(r)
 }
 
 // TestFamilyStream_TwentyChildrenOneStream: a family of 20 children is one
