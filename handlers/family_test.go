@@ -303,6 +303,24 @@ func TestFamilyStream_ExpiredCursorResetsOnlyItsRun(t *testing.T) {
 			t.Errorf("first message = %q id %q:\n%s\nwant child 2's card, reset, with the offline note", m.Event, m.ID, m.Data)
 		}
 	})
+	for _, bad := range []string{"99", "x"} { // from the future; not a seq
+		t.Run("a part "+bad+" resets only its run", func(t *testing.T) {
+			parts := strings.Split(familyCursorOf(t, a.app, fam), ".")
+			parts[3] = bad
+			h := a.open(t, c, jsonStreamPath(fam.Parent.ID, strings.Join(parts, ".")), "")
+			m := h.next(t)
+			if err := json.Unmarshal([]byte(m.Data), &snap); err != nil {
+				t.Fatal(err)
+			}
+			if want := familyCursorOf(t, a.app, fam); m.Event != "reset" || snap.Run.ID != fam.Children[2].ID || m.ID != want {
+				t.Fatalf("first message = %q of run %v, id %q; want child 3's reset, id %q", m.Event, snap.Run.ID, m.ID, want)
+			}
+			a.say(t, fam.Parent.ID, 1)
+			if next := readFamilyMsg(t, h); next.name != "" || next.ev.RunID != fam.Parent.ID {
+				t.Errorf("then %q of run %v, want the parent's new event", next.name, next.ev.RunID)
+			}
+		})
+	}
 	t.Run("a cursor of another family is 400", func(t *testing.T) {
 		r := a.get(t, c, jsonStreamPath(fam.Parent.ID, "3.1"))
 		wantAPIError(t, r, http.StatusBadRequest, store.CodeCursorInvalid)
