@@ -104,7 +104,6 @@ type FamilySaid struct {
 // ended and its live updates stopped.
 const RequestFinished = "The request has finished: every refund has ended."
 
-
 // FamilyWords is what a request says to viewer, from its refunds'
 // progress: only what the payment provider confirmed counts as refunded
 // (succeeded operations), a refund whose result is unknown is "still
