@@ -109,6 +109,10 @@ type apiSnapshot struct {
 	// Children, of a request, are its child runs' snapshots, in family
 	// order, read in the same transaction as the parent's.
 	Children []apiSnapshot `json:"children,omitempty"`
+	// FamilyCursor, of a request, is the family cursor this snapshot
+	// covers (each run's covering_seq, the parent's first, joined by
+	// dots): its stream's ?after= to go on from here.
+	FamilyCursor string `json:"family_cursor,omitempty"`
 }
 
 // apiStatusSnapshot is GET /api/runs/{id} for status-only access: the
@@ -403,11 +407,14 @@ func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access) any {
 		return out
 	}
 	full.Children = make([]apiSnapshot, 0, len(fam.Children))
+	cursor := []string{strconv.FormatInt(full.CoveringSeq, 10)}
 	for _, c := range fam.Children {
 		if child, ok := newAPISnapshot(c, access).(apiSnapshot); ok {
 			full.Children = append(full.Children, child)
+			cursor = append(cursor, strconv.FormatInt(child.CoveringSeq, 10))
 		}
 	}
+	full.FamilyCursor = strings.Join(cursor, ".")
 	return full
 }
 

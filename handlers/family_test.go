@@ -207,7 +207,14 @@ func TestFamilyStream_CutResumesEveryRun(t *testing.T) {
 	c := a.client(t)
 	a.login(t, c, "customer@example.com")
 	runs := append([]uuid.UUID{fam.Parent.ID}, childIDs(fam)...)
-	start := familyCursorOf(t, a.app, fam)
+	// A program starts where the family snapshot ends.
+	snap := decode[struct {
+		FamilyCursor string `json:"family_cursor"`
+	}](t, a.get(t, c, "/api/runs/"+fam.Parent.ID.String()))
+	start := snap.FamilyCursor
+	if want := familyCursorOf(t, a.app, fam); start != want {
+		t.Fatalf("family_cursor = %q, want %q", start, want)
+	}
 
 	s := a.open(t, c, jsonStreamPath(fam.Parent.ID, start), "")
 	a.say(t, runs[1], 2)
