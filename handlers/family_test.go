@@ -497,3 +497,40 @@ func TestFamilyStream_TwentyChildrenOneStream(t *testing.T) {
 		t.Fatalf("family cursor has %d parts, want 21", len(parts))
 	}
 }
+
+// TestFamilyStream_LessAccessResetsEveryRun: a customer whose refund grant
+// is taken away (REVOKED_ACCESS status) keeps the family's stream with
+// status only: every run starts over from a status snapshot, and
+// narration is no longer sent.
+func TestFamilyStream_LessAccessResetsEveryRun(t *testing.T) {
+	t.Parallel()
+	a := &streamApp{app: newApp(t, handlers.Config{}, withListener())}
+	fam := a.startFamily(t, familyAmounts...)
+	c := a.customerClient(t)
+	s := a.open(t, c, jsonStreamPath(fam.Parent.ID, familyCursorOf(t, a.app, fam)), "")
+	if err := a.store.SetGrant(context.Background(), fam.Parent.OwnerID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range append([]uuid.UUID{fam.Parent.ID}, childIDs(fam)...) {
+		m := s.next(t)
+		var got struct {
+			Access string `json:"access"`
+			Run    struct {
+				ID uuid.UUID `json:"id"`
+			} `json:"run"`
+		}
+		if err := json.Unmarshal([]byte(m.Data), &got); err != nil {
+			t.Fatal(err)
+		}
+		if m.Event != "reset" || got.Access != "status" || got.Run.ID != id {
+			t.Fatalf("message %d = %q %s, want run %d's status reset", i+1, m.Event, m.Data, i)
+		}
+	}
+	a.say(t, fam.Children[0].ID, 1)
+	b := &endingBuilder{t: t, a: a.app, ctx: context.Background()}
+	b.checked(&fam.Children[1])
+	m := s.next(t)
+	if m.Event != "status" || !strings.Contains(m.Data, fam.Children[1].ID.String()) || !strings.Contains(m.Data, `"state":"planning"`) {
+		t.Errorf("next = %q %s, want child 2's status (child 1's narration is not sent)", m.Event, m.Data)
+	}
+}
