@@ -102,6 +102,12 @@ func TestFamilyPage_WordsFromTheChildren(t *testing.T) {
 		})
 		return strings.TrimSpace(doc.Find("#family-outcome").Text()), cards
 	}
+	t.Run("a refund's page links to its request", func(t *testing.T) {
+		doc := a.get(t, c, "/runs/"+fam.Children[1].ID.String()).doc(t)
+		if href, _ := doc.Find("#run-request a").Attr("href"); href != "/runs/"+fam.Parent.ID.String() {
+			t.Errorf("link to the request = %q, want the parent's page", href)
+		}
+	})
 	steps := []struct {
 		name    string
 		do      func()
