@@ -19,7 +19,8 @@ import (
 // A run's streams are adapters of the engine's log stream (handlers/stream):
 // GET /runs/{id}/events sends the run page's HTML fragments for
 // htmx-ext-sse, GET /api/runs/{id}/stream the event JSON, and GET /streams
-// the HTML of several runs over one connection. Here is only what is
+// the HTML of several runs over one connection; a request's streams carry
+// its whole family (stream_family.go). Here is only what is
 // theirs: who may see the run (loadRun, accessTo), and what each viewer is
 // sent (runView with a streamFormat).
 

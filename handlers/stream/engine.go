@@ -1,6 +1,7 @@
 // Package stream is refundd's one stream engine: every server-sent stream
-// (a run's log, several runs' logs on one connection, the approval queue,
-// a customer's run list) is served here, with one rule for each of what
+// (a run's log, several runs' logs on one connection, a family's logs as
+// one stream with one cursor (family.go), the approval queue, a customer's
+// run list) is served here, with one rule for each of what
 // they share: resume by cursor or reset, caps and refusals, heartbeats,
 // the slow-client cut, access re-checks, shutdown.
 //
