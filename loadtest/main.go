@@ -4,6 +4,7 @@
 //	go run ./loadtest -mode watchers -watchers 1000 -runs 1 -rate 10
 //	go run ./loadtest -mode runs -inflight 200 -slots 32 -pace 0 -workers 2
 //	go run ./loadtest -mode storm -watchers 10000 -runs 500 -signal kill -rounds 2
+//	go run ./loadtest -mode family -children 20 -rounds 9
 //
 // Without -url it starts its own PostgreSQL under a fresh folder and its
 // own refundd processes (built from this repository, or -bin), and removes
@@ -20,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -62,6 +64,9 @@ type options struct {
 	// healthAddr: storm probes /healthz on a HEALTH_ADDR listener of its own.
 	healthAddr bool
 
+	// family
+	children int
+
 	// runs
 	inflight int
 	slots    int
@@ -83,7 +88,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) or approvals (an approval reaching -watchers streams of its run in refundd dev)")
+	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) approvals (an approval reaching -watchers streams of its run in refundd dev) or family (a request of -children refunds beside as many single runs: start, snapshot, watch; time and SQL statements)")
 	fs.StringVar(&o.url, "url", "", "a running refundd's base URL; empty starts refundd processes of its own")
 	fs.StringVar(&o.databaseURL, "database-url", "", "that refundd's DATABASE_URL (required with -url)")
 	fs.StringVar(&o.token, "token", "", "an API token (Bearer) instead of logging in; one customer")
@@ -110,6 +115,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.healthAddr, "health-addr", true, "storm: give serve a HEALTH_ADDR and probe /healthz there, as README's deployment does (false: on ADDR)")
 	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")
 
+	fs.IntVar(&o.children, "children", 20, "family: children of the request, beside as many single runs (at most 100; without -url the customer gets as many orders)")
+
 	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")
 	fs.IntVar(&o.slots, "slots", 8, "runs: WORKER_SLOTS of the own processes (at most 512)")
 	fs.StringVar(&o.pace, "pace", "", "runs, approvals: NARRATION_PACE of the own processes, such as 0 or 40ms; empty keeps refundd's default")
@@ -132,8 +139,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func (o *options) validate() error {
-	if o.mode != "watchers" && o.mode != "runs" && o.mode != "storm" && o.mode != "approvals" {
-		return fmt.Errorf("-mode must be watchers, runs, storm or approvals, got %q", o.mode)
+	if !slices.Contains([]string{"watchers", "runs", "storm", "approvals", "family"}, o.mode) {
+		return fmt.Errorf("-mode must be watchers, runs, storm, approvals or family, got %q", o.mode)
 	}
 	if o.appender != "async" && o.appender != "durable" {
 		return fmt.Errorf("-appender must be async or durable, got %q", o.appender)
@@ -171,6 +178,7 @@ func (o *options) validate() error {
 		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
 		{"-rounds", float64(o.rounds), 1, 9},
 		{"-approvals", float64(o.approvals), 1, 200},
+		{"-children", float64(o.children), 2, 100},
 		{"-orders", float64(o.orders), 0, 1000},
 		{"-inflight", float64(o.inflight), 1, 2000},
 		{"-slots", float64(o.slots), 1, 512},
