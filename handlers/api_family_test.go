@@ -463,3 +463,116 @@ func lastSeq(t *testing.T, evs []map[string]json.RawMessage) int64 {
 	}
 	return seq
 }
+
+// TestAPIFamily_SnapshotConsistentWhileChildrenEnd reads the parent's
+// snapshot over and over while its children narrate and end: every read
+// is one moment of the whole family, so the child.finished events the
+// parent's covering seq covers are exactly the children it shows ended,
+// and each child's covering seq covers its terminal event exactly when it
+// shows the child ended.
+func TestAPIFamily_SnapshotConsistentWhileChildrenEnd(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	orders, amounts := a.threeOrders(t)
+	for i := range 5 {
+		o, err := a.store.CreateOrder(context.Background(), a.user(t, "customer@example.com").ID, fmt.Sprintf("Extra %d", i), 1000, "EUR")
+		if err != nil {
+			t.Fatal(err)
+		}
+		orders, amounts = append(orders, o.ID), append(amounts, 100)
+	}
+	r := a.apiStart(t, c, "fam", refundsBody("late delivery", orders, amounts))
+	wantStatus(t, r, http.StatusCreated)
+	fam := decode[familyJSON](t, r)
+
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		for i, ch := range fam.Children {
+			if err := a.endChild(ch.ID, i%3 != 1); err != nil {
+				t.Error(err)
+				return
+			}
+		}
+	}()
+	reads := 0
+	for finished := false; !finished; reads++ {
+		select {
+		case <-done:
+			finished = true
+		default:
+		}
+		s := a.get(t, c, "/api/runs/"+fam.ID.String())
+		wantStatus(t, s, http.StatusOK)
+		a.checkFamilyMoment(t, c, decode[familySnapshotJSON](t, s))
+	}
+	if reads < 2 {
+		t.Errorf("read the snapshot %d times while the children ended, want several", reads)
+	}
+}
+
+// endChild narrates on a child, then ends it as refundChild does, without
+// failing the test from another goroutine.
+func (a *app) endChild(id uuid.UUID, succeed bool) error {
+	ctx := context.Background()
+	for range 3 {
+		if _, err := a.store.Append(ctx, id, store.EventOf(store.NarrationDelta{Text: "checking "})); err != nil {
+			return err
+		}
+	}
+	op, err := a.store.SubmitOperation(ctx, id)
+	if err != nil {
+		return err
+	}
+	out, state := store.Outcome{State: store.OpSucceeded, ProviderRef: "re_" + id.String()[:8]}, store.StateCompleted
+	if !succeed {
+		out, state = store.Outcome{State: store.OpFailed, Reason: "declined"}, store.StateFailed
+	}
+	if _, err := a.store.RecordOutcome(ctx, op.ID, out); err != nil {
+		return err
+	}
+	_, err = a.store.FinishRun(ctx, id, state, "Done.")
+	return err
+}
+
+// checkFamilyMoment checks one family snapshot against the logs, read
+// afterwards: what each covering seq covers agrees with what it shows.
+func (a *app) checkFamilyMoment(t *testing.T, c *http.Client, snap familySnapshotJSON) {
+	t.Helper()
+	covered := func(id uuid.UUID, upTo int64) (types []string) {
+		for _, ev := range a.eventsOf(t, c, id) {
+			var seq int64
+			var typ string
+			if json.Unmarshal(ev["seq"], &seq) != nil || json.Unmarshal(ev["type"], &typ) != nil {
+				t.Fatalf("event %v", ev)
+			}
+			if seq <= upTo {
+				types = append(types, typ)
+			}
+		}
+		return types
+	}
+	ended := 0
+	for i, ch := range snap.Children {
+		evs := covered(ch.Run.ID, ch.CoveringSeq)
+		last := evs[len(evs)-1]
+		terminal := last == "run.completed" || last == "run.failed"
+		if terminal != store.Terminal(ch.Run.State) {
+			t.Errorf("child %d shows %s, but its covering seq %d ends its log at %s", i+1, ch.Run.State, ch.CoveringSeq, last)
+		}
+		if store.Terminal(ch.Run.State) {
+			ended++
+		}
+	}
+	finished := 0
+	for _, typ := range covered(snap.Run.ID, snap.CoveringSeq) {
+		if typ == "child.finished" {
+			finished++
+		}
+	}
+	if finished != ended {
+		t.Errorf("the parent's covering seq %d covers %d child.finished, but the snapshot shows %d children ended", snap.CoveringSeq, finished, ended)
+	}
+}
