@@ -42,6 +42,10 @@ var familyMeasures = []familyMeasure{
 		family: (*familyRound).snapshotFamily, singles: (*familyRound).snapshotSingles},
 	{key: "watch", what: "watch, HTML: one GET /streams?run=… for the children vs GET /runs/{id}/events per run, until each run's log arrived",
 		family: (*familyRound).watchChildrenOnOne, singles: (*familyRound).watchSinglesEach, skip: (*familyRound).needsSession},
+	{key: "page", what: "page: GET /runs/{parent} vs GET /runs/{id} per run",
+		family: (*familyRound).pageFamily, singles: (*familyRound).pageSingles, skip: (*familyRound).familyPageMissing},
+	{key: "family-page-stream", what: "watch, HTML: GET /runs/{parent}/events vs GET /runs/{id}/events per run, until each run's log arrived",
+		family: (*familyRound).watchFamilyPageStream, singles: (*familyRound).watchSinglesEach, skip: (*familyRound).familyPageStreamMissing},
 	{key: "family-stream", what: "watch, API: GET /api/runs/{parent}/stream vs GET /api/runs/{id}/stream per run, until each run's log arrived",
 		family: (*familyRound).watchFamilyStream, singles: (*familyRound).watchSinglesAPI, skip: (*familyRound).familyStreamMissing},
 }
@@ -353,13 +357,13 @@ func (r *familyRound) watchChildrenOnOne(ctx context.Context) error {
 	for i, id := range r.kids {
 		specs[i] = "run=" + id + ":0"
 	}
-	return r.readUntilEach(ctx, []string{"/streams?" + strings.Join(specs, "&")}, r.kids, func(m sseMessage) string {
+	return r.readUntilEach(ctx, []string{"/streams?" + strings.Join(specs, "&")}, r.kids, func(m sseMessage) []string {
 		// Each message's id is RUN:SEQ.
 		run, seq, _ := strings.Cut(m.id, ":")
 		if seq == "" || seq == "0" || len(m.data) == 0 {
-			return ""
+			return nil
 		}
-		return run
+		return []string{run}
 	})
 }
 
@@ -399,21 +403,38 @@ func (r *familyRound) familyStreamMissing(ctx context.Context) string {
 	return ""
 }
 
-// runOfData is the run a JSON event names ("" for none).
-func runOfData(m sseMessage) string {
+// runOfData is the run a JSON event names.
+func runOfData(m sseMessage) []string {
 	var ev struct {
 		RunID string `json:"run_id"`
 	}
-	if json.Unmarshal(m.data, &ev) != nil {
-		return ""
+	if json.Unmarshal(m.data, &ev) != nil || ev.RunID == "" {
+		return nil
 	}
-	return ev.RunID
+	return []string{ev.RunID}
+}
+
+// childrenOfCursor reads a family stream's message id, the family cursor
+// (the parent's seq, then each child's, joined by dots): the children it
+// says have had an event.
+func (r *familyRound) childrenOfCursor(m sseMessage) []string {
+	parts := strings.Split(m.id, ".")
+	if len(parts) != len(r.kids)+1 {
+		return nil
+	}
+	var out []string
+	for i, p := range parts[1:] {
+		if p != "" && p != "0" {
+			out = append(out, r.kids[i])
+		}
+	}
+	return out
 }
 
 // readUntilEach opens every path at once and reads them until each of runs
 // has had an event: which run a message is of, runOf says; nil means each
 // path is one run's stream, and any message with an id is its event.
-func (r *familyRound) readUntilEach(ctx context.Context, paths, runs []string, runOf func(sseMessage) string) error {
+func (r *familyRound) readUntilEach(ctx context.Context, paths, runs []string, runOf func(sseMessage) []string) error {
 	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()
 	var (
@@ -447,7 +468,9 @@ func (r *familyRound) readUntilEach(ctx context.Context, paths, runs []string, r
 			readSSE(body, func(m sseMessage) bool {
 				switch {
 				case runOf != nil:
-					heard(runOf(m))
+					for _, id := range runOf(m) {
+						heard(id)
+					}
 				case m.id != "" && m.id != "0" && len(m.data) > 0:
 					heard(runs[i])
 					return false
@@ -467,4 +490,67 @@ func (r *familyRound) readUntilEach(ctx context.Context, paths, runs []string, r
 	mu.Lock()
 	defer mu.Unlock()
 	return cmp.Or(errors.Join(errs...), fmt.Errorf("%d of %d runs had no event within the time", len(pending), len(runs)))
+}
+
+// pageFamily is the parent's page, which must name every child.
+func (r *familyRound) pageFamily(ctx context.Context) error {
+	body, err := r.c.page(ctx, "/runs/"+r.parent)
+	if err == nil && !mentionsAll(body, r.kids) {
+		err = fmt.Errorf("the parent's page no longer names every child")
+	}
+	return err
+}
+
+func (r *familyRound) pageSingles(ctx context.Context) error {
+	for _, id := range r.singles {
+		if _, err := r.c.page(ctx, "/runs/"+id); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// familyPageMissing: a parent's page that does not show its children is
+// not a family page to measure (and a token cannot open pages).
+func (r *familyRound) familyPageMissing(ctx context.Context) string {
+	if why := r.needsSession(ctx); why != "" {
+		return why
+	}
+	body, err := r.c.page(ctx, "/runs/"+r.parent)
+	switch {
+	case err != nil:
+		return err.Error()
+	case !mentionsAll(body, r.kids):
+		return "GET /runs/{parent} does not show the children here"
+	}
+	return ""
+}
+
+func mentionsAll(body string, ids []string) bool {
+	for _, id := range ids {
+		if !strings.Contains(body, id) {
+			return false
+		}
+	}
+	return true
+}
+
+// watchFamilyPageStream opens the parent's page stream from the start and
+// reads until the family cursor says each child's log arrived.
+func (r *familyRound) watchFamilyPageStream(ctx context.Context) error {
+	return r.readUntilEach(ctx, []string{"/runs/" + r.parent + "/events?after=0"}, r.kids, r.childrenOfCursor)
+}
+
+// familyPageStreamMissing says why the parent's page stream cannot be
+// measured: its ids are no family cursor within 3 s.
+func (r *familyRound) familyPageStreamMissing(ctx context.Context) string {
+	if why := r.needsSession(ctx); why != "" {
+		return why
+	}
+	ctx, cancel := context.WithTimeout(ctx, 3*time.Second)
+	defer cancel()
+	if err := r.readUntilEach(ctx, []string{"/runs/" + r.parent + "/events?after=0"}, r.kids[:1], r.childrenOfCursor); err != nil {
+		return "GET /runs/{parent}/events carries no child here (" + err.Error() + ")"
+	}
+	return ""
 }
