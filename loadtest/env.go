@@ -118,6 +118,8 @@ func (e *env) countStatements(ctx context.Context) error {
 	if err != nil {
 		return fmt.Errorf("load pg_stat_statements: %w", err)
 	}
+	// ownDatabase's last cleanup is OpenPrivate's: it closes the pool and
+	// stops the cluster, which then starts again with the library.
 	closeDB := e.cleanup[len(e.cleanup)-1]
 	e.cleanup = e.cleanup[:len(e.cleanup)-1]
 	closeDB()

@@ -33,8 +33,8 @@ type familyMeasure struct {
 	skip      func(*familyRound, context.Context) string
 }
 
-// familyMeasures are measured in this order each round; "start" makes the
-// runs the others use.
+// familyMeasures are measured in this order each round, each pair's sides
+// in turn first; "start" makes the runs the others use.
 var familyMeasures = []familyMeasure{
 	{key: "start", what: "start: one POST /api/runs with refunds vs a POST per order",
 		family: (*familyRound).startFamily, singles: (*familyRound).startSingles},
@@ -103,7 +103,8 @@ func (s *familySummary) String() string {
 }
 
 // runFamily starts refundd serve (or uses -url), picks the orders, and
-// measures every pair -rounds times, the family's side first in odd rounds.
+// measures every pair -rounds times, the family's side first in the first
+// round, the singles' in the next, and so on.
 func runFamily(ctx context.Context, e *env) (*familySummary, error) {
 	o := e.o
 	sum := &familySummary{meta: newMeta(o), Children: o.children, Rounds: o.rounds}
@@ -180,9 +181,7 @@ func (f familyFigure) fill(m familyMeasure) familyFigure {
 
 // pair measures both sides of m, the singles' first when singlesFirst.
 func (r *familyRound) pair(ctx context.Context, m familyMeasure, singlesFirst bool) (fam, singl sample, err error) {
-	if m.key == "start" || !singlesFirst {
-		// Starting the family first keeps its key and orders the same
-		// every round; the rest alternate.
+	if !singlesFirst {
 		if fam, err = r.timed(ctx, m.family); err == nil {
 			singl, err = r.timed(ctx, m.singles)
 		}
