@@ -58,6 +58,7 @@ type options struct {
 
 	// approvals
 	approvals int
+	settle    time.Duration
 
 	// storm
 	signal string
@@ -111,6 +112,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
 	fs.StringVar(&o.appender, "appender", "async", "watchers: how events are appended, async (store.AppendNarration: batched, asynchronous commits, as narration is) or durable (store.Append: one commit each, flushed, as business events are)")
+	fs.DurationVar(&o.settle, "settle", time.Second, "approvals: how long the watchers watch the waiting run before the approver decides (0: at once, while the server still answers their opens)")
 	fs.IntVar(&o.approvals, "approvals", 20, "approvals: runs approved one after another, each watched by -watchers streams (at most 200)")
 	fs.BoolVar(&o.healthAddr, "health-addr", true, "storm: give serve a HEALTH_ADDR and probe /healthz there, as README's deployment does (false: on ADDR)")
 	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")
@@ -178,6 +180,7 @@ func (o *options) validate() error {
 		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
 		{"-rounds", float64(o.rounds), 1, 9},
 		{"-approvals", float64(o.approvals), 1, 200},
+		{"-settle (seconds)", o.settle.Seconds(), 0, 30},
 		{"-children", float64(o.children), 2, 100},
 		{"-orders", float64(o.orders), 0, 1000},
 		{"-inflight", float64(o.inflight), 1, 2000},
