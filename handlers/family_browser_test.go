@@ -10,14 +10,15 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/store"
 )
 
 // TestBrowser_FamilyPageGoesLive opens a three-refund request's page in
 // Chromium while its refunds go on, and ends them one by one (refunded,
-// declined by the payment provider, canceled by the customer): the page's
-// words and cards follow each, over its one stream, without a reload, and
-// the ending fits 360 and 1280 px (SCREENSHOTS=1 writes
-// docs/screenshots/family-ended-customer-<width>.png).
+// declined by the payment provider, canceled by the customer with the
+// page's own cancel): the page's words and cards follow each, over its one
+// stream, without a reload, and the ending fits 360 and 1280 px
+// (SCREENSHOTS=1 writes docs/screenshots/family-ended-customer-<width>.png).
 func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{DemoLogins: true}, withListener())
@@ -54,7 +55,17 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	wait("the first refund", outcomeIs("Refunded €1.50 of €5.00 so far: one order refunded; two being checked."))
 	b.childDeclined(&fam.Children[1])
 	wait("the decline", outcomeIs("Refunded €1.50 of €5.00 so far: one order refunded, one declined by the payment provider; one being checked."))
-	b.childCanceled(&fam.Children[2])
+	// The last is canceled from the request's page, while it waits for an
+	// approver; the agent then ends it.
+	b.checked(&fam.Children[2])
+	b.awaiting(&fam.Children[2])
+	wait("the cancel offered", `!!document.querySelector('#cancel')`)
+	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#cancel")), chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
+		t.Fatal(err)
+	}
+	wait("the cancel's answer", `document.querySelector('#decision-result').textContent === 'You asked to cancel this run.'`)
+	wait("the card's pending cancel", `document.querySelector('#child-3 .child-pending')?.textContent.startsWith('Cancel requested by you')`)
+	b.finish(&fam.Children[2], store.StateCanceled, "Canceled. No refund was made and no money moved.")
 	wait("the cancel", outcomeIs("Refunded €1.50 of €5.00: one order refunded, one declined by the payment provider, one canceled by you."))
 	wait("the cards", `[...document.querySelectorAll('.child')].map(c => c.dataset.outcome).join() === 'completed,declined,canceled'`)
 	wait("the stream's end", `document.querySelector('#stream-indicator').dataset.state === 'closed' && document.querySelector('#run-state').textContent === 'Partly refunded'`)

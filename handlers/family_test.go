@@ -540,3 +540,38 @@ func TestFamilyStream_LessAccessResetsEveryRun(t *testing.T) {
 		t.Errorf("next = %q %s, want child 2's status (child 1's narration is not sent)", m.Event, m.Data)
 	}
 }
+
+// TestFamilyPage_CancelTheRest: the request's owner cancels what goes on
+// from its page, without JavaScript: the answer comes back with the page,
+// every unfinished refund's card says who asked, the refunded one is left
+// as it is, and the cancel is no longer offered.
+func TestFamilyPage_CancelTheRest(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	b.childRefunded(&fam.Children[0])
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	path := "/runs/" + fam.Parent.ID.String()
+	if got := a.get(t, c, path).doc(t).Find("#cancel-confirm").Length(); got != 1 {
+		t.Fatalf("%d cancel buttons, want 1 while refunds go on", got)
+	}
+	wantRedirect(t, a.post(t, c, path+"/cancel", nil), path)
+	doc := a.get(t, c, path).doc(t)
+	if got := strings.TrimSpace(doc.Find("#decision-result").Text()); got != "You asked to cancel this run." {
+		t.Errorf("answer = %q, want the cancel's", got)
+	}
+	if doc.Find("#cancel-confirm").Length() != 0 {
+		t.Error("the cancel is still offered after it was asked for")
+	}
+	doc.Find(".child").Each(func(i int, s *goquery.Selection) {
+		pending := strings.Contains(s.Find(".child-pending").Text(), "Cancel requested by you")
+		if want := i > 0; pending != want {
+			t.Errorf("card %d says a cancel was requested: %v, want %v (%q)", i+1, pending, want, s.Text())
+		}
+	})
+	if again := a.get(t, c, path).doc(t).Find("#decision-result").Text(); strings.TrimSpace(again) != "" {
+		t.Errorf("answer on the next render = %q, want it gone", again)
+	}
+}

@@ -21,6 +21,9 @@ type FamilyView struct {
 	// Offline marks the runs whose stream started over from a snapshot:
 	// their card says the refund went on while the page was away.
 	Offline []bool
+	// Answer is what the viewer's own decision just did (a cancel sent
+	// without JavaScript), shown next to the button once.
+	Answer string
 }
 
 // NewFamilyView builds the view of a family snapshot for viewer; full is
@@ -66,6 +69,13 @@ func (f *FamilyView) Ended() bool {
 		}
 	}
 	return true
+}
+
+// CanCancel offers the request's cancel while any refund goes on and no
+// cancel was asked for: to its owner and approvers (Viewer.MayCancel).
+func (f *FamilyView) CanCancel() bool {
+	p := f.Parent()
+	return p.Viewer.MayCancel && !p.CancelRequested && !f.Ended()
 }
 
 // Words is what the request says to its viewer (FamilyWords).
