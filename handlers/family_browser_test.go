@@ -1,13 +1,19 @@
 package handlers_test
 
 import (
+	"cmp"
 	"context"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/chromedp/chromedp"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
@@ -73,5 +79,77 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	for _, w := range []int64{1280, 360} {
 		checkPage(t, ctx, a.srv.URL, shownPage{name: "family-ended-customer", path: path, ready: "#family-outcome",
 			check: `document.querySelectorAll('.child').length === 3`}, w)
+	}
+}
+
+// TestBrowser_FamilyPageResumesAfterACut: the request page's one stream is
+// cut, and a refund is declined while the page cannot reconnect; once it
+// can, the page asks for every run after its own part of the family cursor
+// it applied (no run starts over: no card says it went on offline), and
+// shows the decline without a reload.
+func TestBrowser_FamilyPageResumesAfterACut(t *testing.T) {
+	t.Parallel()
+	var (
+		offline atomic.Bool
+		mu      sync.Mutex
+		asked   []string // each stream request's cursor
+	)
+	a := newApp(t, handlers.Config{DemoLogins: true, Stream: stream.Config{Retry: 200 * time.Millisecond}}, withListener(),
+		wrapHandler(func(next http.Handler) http.Handler {
+			return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.URL.Path, "/events") {
+					mu.Lock()
+					asked = append(asked, cmp.Or(r.Header.Get("Last-Event-ID"), r.URL.Query().Get("after")))
+					mu.Unlock()
+					if offline.Load() {
+						http.Error(w, "offline", http.StatusServiceUnavailable)
+						return
+					}
+				}
+				next.ServeHTTP(w, r)
+			})
+		}))
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	ctx := browsertest.NewWithTimeout(t, 3*time.Minute)
+	if err := browsertest.Login(ctx, a.srv.URL, "customer@example.com", devdb.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/runs/"+fam.Parent.ID.String()),
+		chromedp.WaitVisible(chromedp.CSS("#family-outcome"))); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := chromedp.Run(ctx, chromedp.Evaluate[bool](`window.notReloaded = true`)); err != nil {
+		t.Fatal(err)
+	}
+	wait := func(what, cond string) {
+		t.Helper()
+		wctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+		defer cancel()
+		if _, err := chromedp.Run(wctx, chromedp.Poll[bool](cond, chromedp.WithPollingInterval(20*time.Millisecond))); err != nil {
+			t.Fatalf("waiting for %s: %v", what, err)
+		}
+	}
+	wait("the stream to be live", `document.querySelector('#stream-indicator').dataset.state === 'live'`)
+	b.childRefunded(&fam.Children[0])
+	wait("the first refund", `document.querySelector('#child-1').dataset.outcome === 'completed'`)
+
+	offline.Store(true)
+	a.conns.closeAll()
+	wait("the page to notice", `document.querySelector('#stream-indicator').dataset.state === 'reconnecting'`)
+	b.childDeclined(&fam.Children[1])
+	applied, err := chromedp.Run(ctx, chromedp.Evaluate[string](`document.querySelector('#run').dataset.applied`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	offline.Store(false)
+	wait("the decline, after the cut", `window.notReloaded === true && document.querySelector('#child-2').dataset.outcome === 'declined'`)
+	if got, _ := chromedp.Run(ctx, chromedp.Evaluate[int](`document.querySelectorAll('.child-offline').length`)); got != 0 {
+		t.Errorf("%d cards say they went on offline, want none: every run resumes", got)
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if last := asked[len(asked)-1]; last != applied || len(strings.Split(last, ".")) != 4 || strings.HasPrefix(last, "0.") {
+		t.Errorf("the page resumed from %q (asked %q), want the family cursor it applied, %q", last, asked, applied)
 	}
 }
