@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -65,7 +66,12 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	// approver; the agent then ends it.
 	b.checked(&fam.Children[2])
 	b.awaiting(&fam.Children[2])
-	wait("the cancel offered", `!!document.querySelector('#cancel')`)
+	// Everything so far is applied (the parent's child.finished too), so
+	// nothing redraws the cancel while it is clicked.
+	parent, err := a.store.RunByID(b.ctx, fam.Parent.ID)
+	b.must(err)
+	wait("the request's log", `document.querySelector('#run').dataset.applied.split('.')[0] === '`+strconv.FormatInt(parent.LastSeq, 10)+`'`)
+	wait("the cancel offered", `document.querySelector('#child-3').dataset.state === 'awaiting_approval' && !!document.querySelector('#cancel')`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#cancel")), chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
 		t.Fatal(err)
 	}

@@ -1139,9 +1139,11 @@ func FamilyStreamEvent(f *FamilyView, i int) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		templ_7745c5c3_Err = FamilyActions(f, oob).Render(ctx, templ_7745c5c3_Buffer)
-		if templ_7745c5c3_Err != nil {
-			return templ_7745c5c3_Err
+		if i == 0 || f.Ended() {
+			templ_7745c5c3_Err = FamilyActions(f, oob).Render(ctx, templ_7745c5c3_Buffer)
+			if templ_7745c5c3_Err != nil {
+				return templ_7745c5c3_Err
+			}
 		}
 		if f.Ended() {
 			templ_7745c5c3_Err = DecisionResult("", oob).Render(ctx, templ_7745c5c3_Buffer)
