@@ -30,6 +30,10 @@ import (
 // parent's (the adapter decides it, once for every run): a user who may
 // no longer see the parent loses every run of the family at once. The
 // close event comes once, when every run has ended (or access is lost).
+// Each run keeps its own bounded outbox, so what a family's connection may
+// hold is bounded by the family's size (MAX_FAMILY_SIZE + 1 runs), and a
+// run whose outbox overflows cuts the whole connection, which then resumes
+// every run from the store.
 
 // ParseFamilyCursor splits a family cursor into its runs' cursors, for a
 // family of n runs. "" (and a lone "0") is every run from its start. A
