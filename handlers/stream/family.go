@@ -20,10 +20,12 @@ import (
 // names, for every run, the last seq it was sent of that run. A browser's
 // own reconnect (Last-Event-ID) or a program's ?after= with that id
 // resumes each run strictly after its own seq: nothing lost, nothing
-// twice, with no script needed on the client to keep per-run ids. A
-// client that applies messages once (static/live.js) compares two family
-// cursors part by part: a message is new when any part is above what it
-// applied.
+// twice, with no script needed on the client to keep per-run ids. (Ids of
+// the form "RUN:SEQ", as GET /streams sends, would not do: Last-Event-ID
+// holds the last message's id only, which names one run, and a client
+// would have to keep the others' seqs itself.) A client that applies
+// messages once (static/live.js) compares two family cursors part by
+// part: a message is new when any part is above what it applied.
 //
 // The family is one stream as the caps and the access re-checks see it:
 // only the parent's Sub is registered, and the family's access is the
