@@ -1,8 +1,10 @@
 package views_test
 
 import (
+	"fmt"
 	"testing"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
@@ -67,6 +69,50 @@ func TestFamilyWords(t *testing.T) {
 			w := views.FamilyWords(parent, tc.children, tc.viewer)
 			if w.Status != tc.status || w.Outcome != tc.outcome {
 				t.Errorf("got %q: %q\nwant %q: %q", w.Status, w.Outcome, tc.status, tc.outcome)
+			}
+		})
+	}
+}
+
+// TestFamilyStreamEvent: a refund's event redraws the request's words and
+// that refund's card, not the others, and leaves the cancel (which a
+// viewer may have open) alone until the request's own event or its end.
+func TestFamilyStreamEvent(t *testing.T) {
+	snap := func(state string, amount int64) *store.Snapshot {
+		return &store.Snapshot{Run: &store.Run{ID: uuid.New(), OwnerID: customerID, State: state, Amount: amount, Currency: "EUR", Kind: store.KindRefund}}
+	}
+	parent := snap(store.StateCreated, 300)
+	parent.Run.Kind = store.KindRequest
+	fs := &store.FamilySnapshot{Parent: parent, Children: []*store.Snapshot{snap(store.StatePlanning, 100), snap(store.StateCompleted, 200)}}
+	f := views.NewFamilyView(fs, true, views.Viewer{UserID: customerID, MayCancel: true})
+	if f.Cursor() != "0.0.0" || !f.CanCancel() {
+		t.Fatalf("cursor %q, cancel offered %v; want 0.0.0 and true", f.Cursor(), f.CanCancel())
+	}
+	tests := []struct {
+		name    string
+		i       int
+		state   string // the first child's, before rendering
+		cards   []string
+		actions bool
+	}{
+		{"a child's step", 1, store.StateAwaitingApproval, []string{"child-1"}, false},
+		{"the request's own event", 0, store.StateAwaitingApproval, nil, true},
+		{"the last child's end", 1, store.StateCanceled, []string{"child-1"}, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			f.Runs[1].State = tc.state
+			doc := render(t, views.FamilyStreamEvent(f, tc.i))
+			var cards []string
+			doc.Find(".child").Each(func(_ int, s *goquery.Selection) { cards = append(cards, s.AttrOr("id", "")) })
+			if fmt.Sprint(cards) != fmt.Sprint(tc.cards) {
+				t.Errorf("cards %v, want %v", cards, tc.cards)
+			}
+			if got := doc.Find("#run-actions").Length() == 1; got != tc.actions {
+				t.Errorf("actions drawn: %v, want %v", got, tc.actions)
+			}
+			if doc.Find("#run-status[hx-swap-oob]").Length() != 1 {
+				t.Error("the request's words are not drawn again")
 			}
 		})
 	}
