@@ -133,7 +133,7 @@ func TestStartForm_FamilyBadInputChangesNothing(t *testing.T) {
 				if doc.Find(`#start-form input[name="order_id"][value="`+itoa(id)+`"][checked]`).Length() != 1 {
 					t.Errorf("order %d is not ticked any more", id)
 				}
-				if got := doc.Find(`#start-form input[name="amount_` + itoa(id) + `"]`).AttrOr("value", ""); got != amount {
+				if got := doc.Find(`#start-form input[name="amount_`+itoa(id)+`"]`).AttrOr("value", ""); got != amount {
 					t.Errorf("amount of order %d = %q, want the typed %q", id, got, amount)
 				}
 			}

@@ -184,7 +184,7 @@ func TestStart_InvalidKeepsInput(t *testing.T) {
 			if got := doc.Find("#start-error").Text(); !strings.Contains(got, tc.says) {
 				t.Errorf("#start-error = %q, want it to say %q", got, tc.says)
 			}
-			if got := doc.Find(`#start-form input[name="amount_` + itoa(shoes.ID) + `"]`).AttrOr("value", ""); got != tc.amount {
+			if got := doc.Find(`#start-form input[name="amount_`+itoa(shoes.ID)+`"]`).AttrOr("value", ""); got != tc.amount {
 				t.Errorf("amount = %q, want the typed %q", got, tc.amount)
 			}
 			if got := doc.Find(`#start-form textarea[name="reason"]`).Text(); got != "It <b>broke</b>." {
