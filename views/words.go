@@ -400,7 +400,19 @@ func EventText(ev store.Event) string {
 	switch ev.Type {
 	case store.EventRunCreated:
 		p, _ := store.PayloadOf[store.RunCreated](ev)
+		if len(p.Refunds) > 0 {
+			return fmt.Sprintf("Refunds of %s in all requested for %d orders", store.FormatMoney(p.Amount, p.Currency), len(p.Refunds))
+		}
 		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
+	case store.EventChildStarted:
+		p, _ := store.PayloadOf[store.ChildStarted](ev)
+		return fmt.Sprintf("Started the refund of %s for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
+	case store.EventChildFinished:
+		p, _ := store.PayloadOf[store.ChildFinished](ev)
+		if p.Refunded > 0 {
+			return fmt.Sprintf("The refund for order #%d ended %s: %s refunded", p.OrderID, p.State, store.FormatMoney(p.Refunded, p.Currency))
+		}
+		return fmt.Sprintf("The refund for order #%d ended %s: nothing refunded", p.OrderID, p.State)
 	case store.EventRunPlanning:
 		return "The agent started looking at the request"
 	case store.EventStepAttempt:
