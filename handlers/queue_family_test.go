@@ -291,3 +291,47 @@ func TestQueueStream_Requests(t *testing.T) {
 		t.Errorf("after approve all the count says %q", ev.Data)
 	}
 }
+
+// TestAPIApproveFamily_NothingWaits: approving a request whose refunds
+// were all approved is already_approved; one none of whose refunds ever
+// asked is unknown to an approver (404); one whose only asking refund is
+// being canceled is a 409, and nothing is approved.
+func TestAPIApproveFamily_NothingWaits(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	fam := a.queuedFamily(t, "customer@example.com", 1000)
+	if _, err := a.store.Approve(context.Background(), fam.Children[0].ID, a.user(t, "approver@example.com").ID, ""); err != nil {
+		t.Fatal(err)
+	}
+	// Its one refund was approved already: a repeat, not an error.
+	c := a.signedIn(t, "approver@example.com")
+	r := a.decide(t, c, "/api/runs/"+fam.Parent.ID.String(), "approve", nil)
+	wantStatus(t, r, http.StatusOK)
+	if d := decode[familyDecisionJSON](t, r); d.Result != "already_approved" {
+		t.Errorf("approve of an approved request = %+v, want already_approved", d)
+	}
+	ctx := context.Background()
+	u := a.user(t, "customer2@example.com")
+	orders, err := a.store.OrdersByCustomer(ctx, u.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	other, _, err := a.store.StartFamily(ctx, store.FamilyRequest{OwnerID: u.ID, ClientRequestID: "quiet", Reason: "late",
+		Refunds: []store.RefundItem{{OrderID: orders[0].ID, Amount: 100}, {OrderID: orders[1].ID, Amount: 100}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// No child of it ever asked: to an approver it does not exist.
+	wantStatus(t, a.decide(t, c, "/api/runs/"+other.Parent.ID.String(), "approve", nil), http.StatusNotFound)
+	if _, err := a.store.RequestApproval(ctx, other.Children[0].ID, store.ActionProposed{Action: "refund", OrderID: orders[0].ID, Amount: 100, Currency: "USD"}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.RequestCancel(ctx, other.Children[0].ID, u.ID); err != nil {
+		t.Fatal(err)
+	}
+	r = a.decide(t, c, "/api/runs/"+other.Parent.ID.String(), "approve", nil)
+	wantStatus(t, r, http.StatusConflict)
+	if n := a.count(t, `SELECT count(*) FROM run_events WHERE correlation_id = $1 AND type = $2`, other.Parent.ID, store.EventApprovalGranted); n != 0 {
+		t.Errorf("approval.granted events = %d, want none", n)
+	}
+}
