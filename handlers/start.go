@@ -149,7 +149,7 @@ func allDigits(s string) bool {
 // the amount typed for it, and one reason for them all.
 type requestForm struct {
 	RequestID string
-	Picks     []startForm // one per order ticked, each with the request ID and reason
+	Picks     []startForm // one per order ticked: its ID and amount as posted
 	Reason    string
 }
 
@@ -164,7 +164,7 @@ func readRequestForm(values url.Values) requestForm {
 		if amount == "" && len(ids) == 1 {
 			amount = values.Get("amount")
 		}
-		f.Picks = append(f.Picks, startForm{RequestID: f.RequestID, OrderID: id, Amount: amount, Reason: f.Reason})
+		f.Picks = append(f.Picks, startForm{OrderID: id, Amount: amount})
 	}
 	return f
 }
