@@ -55,7 +55,9 @@ type Config struct {
 	// minute, so one customer's flood cannot starve the others; 0 means no
 	// limit.
 	StartRatePerUser int
-	MaxFamilySize    int
+	// MAX_FAMILY_SIZE: the most orders one request may refund (the
+	// children of one family); a request naming more is refused in words.
+	MaxFamilySize int
 	// API_PAGE_LIMIT: the most items one page of an API list (GET
 	// /api/runs) holds, whatever limit the client asks for.
 	APIPageLimit int

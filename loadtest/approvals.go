@@ -71,7 +71,7 @@ func runApprovals(ctx context.Context, e *env) (*approvalsSummary, error) {
 		if err := waitState(ctx, customer, id.String(), "awaiting_approval"); err != nil {
 			return nil, err
 		}
-		post, heard, err := approveWatched(ctx, customer, approver, id.String(), o.watchers)
+		post, heard, err := approveWatched(ctx, customer, approver, id.String(), o.watchers, o.settle)
 		if err != nil {
 			return nil, fmt.Errorf("approval %d: %w", i+1, err)
 		}
@@ -127,10 +127,10 @@ func waitState(ctx context.Context, c *apiClient, id, state string) error {
 }
 
 // approveWatched opens n API streams on the run from its current end,
-// approves it as approver, and returns how long the POST took and, for
+// lets them settle, approves it as approver, and returns how long the POST took and, for
 // each watcher that heard approval.granted within 10 s, how long after
 // the POST was sent (ms).
-func approveWatched(ctx context.Context, customer, approver *apiClient, id string, n int) (post float64, heard []float64, err error) {
+func approveWatched(ctx context.Context, customer, approver *apiClient, id string, n int, settle time.Duration) (post float64, heard []float64, err error) {
 	var snap struct {
 		CoveringSeq int64 `json:"covering_seq"`
 	}
@@ -159,6 +159,12 @@ func approveWatched(ctx context.Context, customer, approver *apiClient, id strin
 				return true
 			})
 		})
+	}
+	// People watch a run that waits for an approver for a while before
+	// anyone decides: the decision is not timed against the opening of
+	// its watchers' streams (-settle 0 does that).
+	if !sleep(ctx, settle) {
+		return 0, nil, ctx.Err()
 	}
 	t0 := time.Now()
 	if _, err := approver.do(ctx, http.MethodPost, "/api/runs/"+id+"/approve", map[string]string{}, nil, nil); err != nil {

@@ -148,6 +148,24 @@ func (c *apiClient) startRun(ctx context.Context, key string, orderID, amount in
 	return out, err
 }
 
+// page is an HTML page's body; any status but 200 is an error.
+func (c *apiClient) page(ctx context.Context, path string) (string, error) {
+	req, err := c.request(ctx, http.MethodGet, path, nil, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("GET %s: %w", path, err)
+	}
+	defer resp.Body.Close()
+	b, err := io.ReadAll(io.LimitReader(resp.Body, 4<<20))
+	if err == nil && resp.StatusCode != http.StatusOK {
+		err = fmt.Errorf("GET %s: %s", path, resp.Status)
+	}
+	return string(b), err
+}
+
 func (c *apiClient) run(ctx context.Context, id string) (runJSON, error) {
 	var out struct {
 		Run runJSON `json:"run"`

@@ -7,6 +7,7 @@ package main
 import (
 	"context"
 	"crypto/rand"
+	"database/sql"
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
@@ -97,7 +98,38 @@ func (e *env) ownDatabase(ctx context.Context) error {
 		return err
 	}
 	e.st, e.dbURL = st, st.URL()
+	if e.o.mode == "family" {
+		if err := e.countStatements(ctx); err != nil {
+			return err
+		}
+	}
 	return e.moreOrders(ctx)
+}
+
+// countStatements restarts the own cluster with pg_stat_statements loaded,
+// so family mode can count the statements each side costs.
+func (e *env) countStatements(ctx context.Context) error {
+	db, err := sql.Open("postgres", e.dbURL)
+	if err != nil {
+		return err
+	}
+	_, err = db.ExecContext(ctx, `ALTER SYSTEM SET shared_preload_libraries = 'pg_stat_statements'`)
+	db.Close()
+	if err != nil {
+		return fmt.Errorf("load pg_stat_statements: %w", err)
+	}
+	// ownDatabase's last cleanup is OpenPrivate's: it closes the pool and
+	// stops the cluster, which then starts again with the library.
+	closeDB := e.cleanup[len(e.cleanup)-1]
+	e.cleanup = e.cleanup[:len(e.cleanup)-1]
+	closeDB()
+	st, closeDB, err := devdb.OpenPrivate(ctx, e.dir, e.log)
+	if err != nil {
+		return err
+	}
+	e.cleanup = append(e.cleanup, closeDB)
+	e.st, e.dbURL = st, st.URL()
+	return nil
 }
 
 // moreOrders gives each customer -orders more orders: starts on one order
@@ -212,6 +244,10 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 		return fmt.Errorf("a storm of %d streams needs %d open files in this process and as many in the serve it starts (a descriptor per stream in each, and the serve's reserve), but the limit is %d: run it under `ulimit -n %d` or more, or lower -watchers",
 			o.watchers, need, fileLimit(), need)
 	}
+	if o.mode == "family" {
+		// A family names one order per child.
+		o.orders = max(o.orders, o.children)
+	}
 	e, err := newEnv(ctx, o, progress, logger)
 	if err != nil {
 		return err
@@ -237,6 +273,11 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 	case "approvals":
 		var s *approvalsSummary
 		if s, err = runApprovals(ctx, e); s != nil {
+			summary = s
+		}
+	case "family":
+		var s *familySummary
+		if s, err = runFamily(ctx, e); s != nil {
 			summary = s
 		}
 	}

@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"log/slog"
 	"net/http/httptest"
@@ -14,6 +15,7 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -166,6 +168,67 @@ func TestApprovalsMode_EveryWatcherHearsTheApproval(t *testing.T) {
 	}
 }
 
+// TestFamilyMode_MeasuresEachPairAgainstRefundd: against refundd serve,
+// each round starts a family and as many single runs, and every pair is
+// measured on both sides; the runs it made are in the database.
+func TestFamilyMode_MeasuresEachPairAgainstRefundd(t *testing.T) {
+	t.Parallel()
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Minute)
+	defer cancel()
+	dir := t.TempDir()
+	bin, err := buildRefundd(ctx, dir)
+	if err != nil {
+		t.Fatal(err)
+	}
+	e := &env{o: &options{}, dir: dir, bin: bin, dbURL: storetest.URL(t), sessionKey: strings.Repeat("k", 32)}
+	st, err := store.Open(ctx, e.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	if err := devdb.SeedDemo(ctx, st); err != nil {
+		t.Fatal(err)
+	}
+	serve, err := e.startRefundd(ctx, "serve", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer serve.stop()
+
+	var stdout, stderr bytes.Buffer
+	code := run(ctx, []string{"-mode", "family", "-url", serve.url, "-database-url", e.dbURL, "-children", "3", "-rounds", "2", "-json"}, &stdout, &stderr)
+	if code != 0 {
+		t.Fatalf("loadtest exited %d; stderr:\n%s\nrefundd's log:\n%s", code, stderr.String(), serve.lastLog())
+	}
+	var sum familySummary
+	if err := json.Unmarshal(bytes.TrimSpace(stdout.Bytes()), &sum); err != nil {
+		t.Fatalf("summary %q: %v", stdout.String(), err)
+	}
+	var keys []string
+	for _, f := range sum.Figures {
+		keys = append(keys, f.Key)
+		if f.FamilyMS.N != 2 || f.SinglesMS.N != 2 || f.FamilyMS.Min <= 0 || f.SinglesMS.Min <= 0 {
+			t.Errorf("%s: family %+v, singles %+v; want two rounds of each, in time", f.Key, f.FamilyMS, f.SinglesMS)
+		}
+	}
+	if got := strings.Join(keys, ","); !strings.HasPrefix(got, "start,snapshot,watch") {
+		t.Errorf("figures %s, want start, snapshot and watch", got)
+	}
+	var parents, children, singles int
+	db, err := sql.Open("postgres", e.dbURL)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	if err := db.QueryRowContext(ctx, `SELECT count(*) FILTER (WHERE kind = 'request'), count(*) FILTER (WHERE parent_run_id IS NOT NULL),
+        count(*) FILTER (WHERE kind = 'refund' AND parent_run_id IS NULL) FROM runs`).Scan(&parents, &children, &singles); err != nil {
+		t.Fatal(err)
+	}
+	if parents != 2 || children != 6 || singles != 6 {
+		t.Errorf("%d parents, %d children, %d single runs; want 2, 6 and 6", parents, children, singles)
+	}
+}
+
 func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 	t.Parallel()
 	for _, tc := range []struct {
@@ -173,7 +236,8 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		want string
 	}{
 		{[]string{"-watchers", "20000"}, "-watchers must be between 1 and 10000, got 20000"},
-		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm or approvals, got "soak"`},
+		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm, approvals or family, got "soak"`},
+		{[]string{"-mode", "family", "-children", "500"}, "-children must be between 2 and 100, got 500"},
 		{[]string{"-appender", "eventually"}, `-appender must be async or durable, got "eventually"`},
 		{[]string{"-mode", "approvals", "-approvals", "500"}, "-approvals must be between 1 and 200, got 500"},
 		{[]string{"-url", "http://127.0.0.1:8080"}, "-url needs -database-url"},

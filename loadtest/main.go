@@ -4,6 +4,7 @@
 //	go run ./loadtest -mode watchers -watchers 1000 -runs 1 -rate 10
 //	go run ./loadtest -mode runs -inflight 200 -slots 32 -pace 0 -workers 2
 //	go run ./loadtest -mode storm -watchers 10000 -runs 500 -signal kill -rounds 2
+//	go run ./loadtest -mode family -children 20 -rounds 9
 //
 // Without -url it starts its own PostgreSQL under a fresh folder and its
 // own refundd processes (built from this repository, or -bin), and removes
@@ -20,6 +21,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -56,11 +58,15 @@ type options struct {
 
 	// approvals
 	approvals int
+	settle    time.Duration
 
 	// storm
 	signal string
 	// healthAddr: storm probes /healthz on a HEALTH_ADDR listener of its own.
 	healthAddr bool
+
+	// family
+	children int
 
 	// runs
 	inflight int
@@ -83,7 +89,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) or approvals (an approval reaching -watchers streams of its run in refundd dev)")
+	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) approvals (an approval reaching -watchers streams of its run in refundd dev) or family (a request of -children refunds beside as many single runs: start, snapshot, watch; time and SQL statements)")
 	fs.StringVar(&o.url, "url", "", "a running refundd's base URL; empty starts refundd processes of its own")
 	fs.StringVar(&o.databaseURL, "database-url", "", "that refundd's DATABASE_URL (required with -url)")
 	fs.StringVar(&o.token, "token", "", "an API token (Bearer) instead of logging in; one customer")
@@ -106,9 +112,12 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
 	fs.StringVar(&o.appender, "appender", "async", "watchers: how events are appended, async (store.AppendNarration: batched, asynchronous commits, as narration is) or durable (store.Append: one commit each, flushed, as business events are)")
+	fs.DurationVar(&o.settle, "settle", time.Second, "approvals: how long the watchers watch the waiting run before the approver decides (0: at once, while the server still answers their opens)")
 	fs.IntVar(&o.approvals, "approvals", 20, "approvals: runs approved one after another, each watched by -watchers streams (at most 200)")
 	fs.BoolVar(&o.healthAddr, "health-addr", true, "storm: give serve a HEALTH_ADDR and probe /healthz there, as README's deployment does (false: on ADDR)")
 	fs.StringVar(&o.signal, "signal", "kill", "storm: how the serve is cut, kill (SIGKILL) or term (SIGTERM); it is started again at once on the same address")
+
+	fs.IntVar(&o.children, "children", 20, "family: children of the request, beside as many single runs (at most 100; without -url the customer gets as many orders)")
 
 	fs.IntVar(&o.inflight, "inflight", 50, "runs: runs kept in flight (at most 2000)")
 	fs.IntVar(&o.slots, "slots", 8, "runs: WORKER_SLOTS of the own processes (at most 512)")
@@ -132,8 +141,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func (o *options) validate() error {
-	if o.mode != "watchers" && o.mode != "runs" && o.mode != "storm" && o.mode != "approvals" {
-		return fmt.Errorf("-mode must be watchers, runs, storm or approvals, got %q", o.mode)
+	if !slices.Contains([]string{"watchers", "runs", "storm", "approvals", "family"}, o.mode) {
+		return fmt.Errorf("-mode must be watchers, runs, storm, approvals or family, got %q", o.mode)
 	}
 	if o.appender != "async" && o.appender != "durable" {
 		return fmt.Errorf("-appender must be async or durable, got %q", o.appender)
@@ -171,6 +180,8 @@ func (o *options) validate() error {
 		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
 		{"-rounds", float64(o.rounds), 1, 9},
 		{"-approvals", float64(o.approvals), 1, 200},
+		{"-settle (seconds)", o.settle.Seconds(), 0, 30},
+		{"-children", float64(o.children), 2, 100},
 		{"-orders", float64(o.orders), 0, 1000},
 		{"-inflight", float64(o.inflight), 1, 2000},
 		{"-slots", float64(o.slots), 1, 512},
