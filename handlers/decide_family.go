@@ -95,8 +95,8 @@ func wordedFamily(fd store.FamilyDecision, words func(store.DecisionOutcome) (st
 	return d, nil
 }
 
-// count is how many of a request's refunds a decision left with outcome o.
-func count(fd store.FamilyDecision, o store.DecisionOutcome) int {
+// decidedCount is how many of a request's refunds a decision left with outcome o.
+func decidedCount(fd store.FamilyDecision, o store.DecisionOutcome) int {
 	n := 0
 	for _, cd := range fd.Children {
 		if cd.Outcome == o {
@@ -106,8 +106,8 @@ func count(fd store.FamilyDecision, o store.DecisionOutcome) int {
 	return n
 }
 
-// refunds is n refunds, in words.
-func refunds(n int) string {
+// refundsWord is n refunds, in words.
+func refundsWord(n int) string {
 	if n == 1 {
 		return "1 refund"
 	}
@@ -115,18 +115,18 @@ func refunds(n int) string {
 }
 
 func familyApproveMessage(fd store.FamilyDecision) string {
-	done, before := count(fd, store.DecisionAccepted), count(fd, store.DecisionAlreadyMade)
-	msg := "You approved " + refunds(done) + " of this request."
+	done, before := decidedCount(fd, store.DecisionAccepted), decidedCount(fd, store.DecisionAlreadyMade)
+	msg := "You approved " + refundsWord(done) + " of this request."
 	if done == 0 {
 		msg = "These refunds of the request were already approved."
 		if before == 1 {
 			msg = "This refund of the request was already approved."
 		}
 	} else if before > 0 {
-		msg += " " + refunds(before) + " had already been approved."
+		msg += " " + refundsWord(before) + " had already been approved."
 	}
 	if n := len(fd.Children) - done - before; n > 0 {
-		msg += " " + refunds(n) + " no longer waited for an approval."
+		msg += " " + refundsWord(n) + " no longer waited for an approval."
 	}
 	return msg
 }
@@ -135,13 +135,13 @@ func familyApproveMessage(fd store.FamilyDecision) string {
 // it had been asked for before this one (the run as read before it).
 func familyCancelMessage(asked bool) func(store.FamilyDecision) string {
 	return func(fd store.FamilyDecision) string {
-		late := count(fd, store.DecisionTooLate)
+		late := decidedCount(fd, store.DecisionTooLate)
 		msg := "You asked to cancel this request: every refund of it not yet ended will be canceled."
 		if asked || fd.Outcome == store.DecisionAlreadyMade {
 			msg = "A cancel of this request was already asked for."
 		}
 		if late > 0 {
-			msg += " " + refunds(late) + " may already have reached the payment provider: the result is verified before it ends."
+			msg += " " + refundsWord(late) + " may already have reached the payment provider: the result is verified before it ends."
 		}
 		return msg
 	}
