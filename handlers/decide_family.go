@@ -114,6 +114,9 @@ func refundsWord(n int) string {
 	return fmt.Sprintf("%d refunds", n)
 }
 
+// familyApproveMessage words an approval of a request's refunds: what it
+// approved, what had been approved before, what no longer waited. Like a
+// single run's answer, it says what happened, never what will.
 func familyApproveMessage(fd store.FamilyDecision) string {
 	done, before := decidedCount(fd, store.DecisionAccepted), decidedCount(fd, store.DecisionAlreadyMade)
 	msg := "You approved " + refundsWord(done) + " of this request."
@@ -132,16 +135,17 @@ func familyApproveMessage(fd store.FamilyDecision) string {
 }
 
 // familyCancelMessage words a cancel of a request; asked says a cancel of
-// it had been asked for before this one (the run as read before it).
+// it had been asked for before this one (the run as read before it). The
+// refunds too late to stop are counted, as a single run's too_late says.
 func familyCancelMessage(asked bool) func(store.FamilyDecision) string {
 	return func(fd store.FamilyDecision) string {
 		late := decidedCount(fd, store.DecisionTooLate)
-		msg := "You asked to cancel this request: every refund of it not yet ended will be canceled."
+		msg := "You asked to cancel this request and each of its refunds not yet ended."
 		if asked || fd.Outcome == store.DecisionAlreadyMade {
 			msg = "A cancel of this request was already asked for."
 		}
 		if late > 0 {
-			msg += " " + refundsWord(late) + " may already have reached the payment provider: the result is verified before it ends."
+			msg += " " + refundsWord(late) + " may already have reached the payment provider."
 		}
 		return msg
 	}
