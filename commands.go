@@ -224,8 +224,9 @@ func runEvents(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 	runArg := fs.String("run", "", "run ID")
 	afterArg := fs.String("after", "", "print events with seq above this")
 	follow := fs.Bool("follow", false, "keep printing new events")
+	children := fs.Bool("children", false, "with --run PARENT: print every run of the request, each after its own seq")
 	if err := fs.Parse(args); err != nil {
-		return usageError{fmt.Sprintf("%v (usage: refundd events --run ID [--after N] [--follow])", err)}
+		return usageError{fmt.Sprintf("%v (usage: refundd events --run ID [--after N] [--follow], or refundd events --run PARENT --children [--follow])", err)}
 	}
 	if err := noArgs(fs.Args()); err != nil {
 		return err
@@ -233,6 +234,10 @@ func runEvents(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 	runID, err := uuid.Parse(*runArg)
 	if err != nil {
 		return usageError{fmt.Sprintf("--run must be a run ID, got %q", *runArg)}
+	}
+	if *children && *afterArg != "" {
+		return usageError{"--after names a seq of one run's log and cannot go with --children, where each run has its own: " +
+			"every run of the request is printed from its start (resume one run with --run ID --after N)"}
 	}
 	after, err := store.ParseCursor(*afterArg)
 	if err != nil {
@@ -243,6 +248,9 @@ func runEvents(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 		return err
 	}
 	defer closeDB()
+	if *children {
+		return familyEvents(ctx, st, logger, runID, *follow, stdout)
+	}
 	enc := json.NewEncoder(stdout)
 	f := &store.Follower{RunID: runID, Cursor: after, Deliver: func(_ context.Context, evs []store.Event) error {
 		for _, e := range evs {
@@ -279,6 +287,85 @@ func runEvents(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 	default:
 		return err
 	}
+}
+
+// familyEvents is `refundd events --run PARENT --children`: the committed
+// events of the request and of each of its children, as JSON lines, the
+// parent's log first, then each child's in the family's order. Nothing
+// orders events across runs: each line's run_id and seq are its cursor,
+// and with follow each run is read again strictly after its own last seq
+// whenever any run of the family may have grown, until interrupted.
+func familyEvents(ctx context.Context, st *store.Store, logger *slog.Logger, parentID uuid.UUID, follow bool, stdout io.Writer) error {
+	fam, err := st.FamilyOf(ctx, parentID)
+	if errors.Is(err, store.ErrNotFound) {
+		return notAFamily(ctx, st, parentID)
+	}
+	if err != nil {
+		return err
+	}
+	runs := append([]store.Run{*fam.Parent}, fam.Children...)
+	enc := json.NewEncoder(stdout)
+	deliver := func(_ context.Context, evs []store.Event) error {
+		for _, e := range evs {
+			if err := enc.Encode(e); err != nil {
+				return err
+			}
+		}
+		return nil
+	}
+	followers := make([]*store.Follower, len(runs))
+	topics := make([]string, len(runs))
+	for i, r := range runs {
+		followers[i] = &store.Follower{RunID: r.ID, Deliver: deliver}
+		topics[i] = store.RunTopic(r.ID.String())
+	}
+	var wake <-chan struct{}
+	if follow {
+		listener, err := startListener(ctx, st, logger)
+		if err != nil {
+			return err
+		}
+		defer listener.Stop()
+		// Subscribed before the first read, so nothing commits unnoticed.
+		var unsubscribe func()
+		wake, unsubscribe = listener.Subscribe(topics...)
+		defer unsubscribe()
+	}
+	for {
+		for _, f := range followers {
+			// No Wait: each run is read up to now, then the next.
+			if err := st.Follow(ctx, f); err != nil {
+				if ctx.Err() != nil {
+					return nil
+				}
+				return fmt.Errorf("run %s: %w", f.RunID, err)
+			}
+		}
+		if !follow {
+			return nil
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-wake:
+		case <-time.After(30 * time.Second): // a safety net under NOTIFY
+		}
+	}
+}
+
+// notAFamily says why --children found no family at id: no such run, or a
+// run that is a request's child (name the parent) or has no children.
+func notAFamily(ctx context.Context, st *store.Store, id uuid.UUID) error {
+	r, err := st.RunByID(ctx, id)
+	switch {
+	case errors.Is(err, store.ErrNotFound):
+		return fmt.Errorf("no run %s", id)
+	case err != nil:
+		return err
+	case r.ParentRunID.Valid:
+		return usageError{fmt.Sprintf("run %s is one of request %s's refunds: use --run %s --children, or drop --children", id, r.ParentRunID.UUID, r.ParentRunID.UUID)}
+	}
+	return usageError{fmt.Sprintf("run %s is a refund of its own, not a request: it has no children (drop --children)", id)}
 }
 
 // runVerify checks every invariant over the database, and our ledger

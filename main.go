@@ -27,7 +27,8 @@ commands:
   worker    run refund agents
   provider  run the simulated payment provider
   migrate   apply database migrations, nothing else
-  events    print a run's committed events as JSON lines
+  events    print a run's committed events as JSON lines (--run ID [--after N]
+            [--follow]; --run PARENT --children: a request's every run)
   verify    check the system's invariants over the database
 
 Configuration comes from environment variables; see README.md.

@@ -38,6 +38,9 @@ type decision struct {
 	Result  string `json:"result"`
 	Message string `json:"message"`
 	Run     apiRun `json:"run"`
+	// Children, of a decision on a request, is what it did to each of the
+	// request's refunds it concerned.
+	Children []childDecision `json:"children,omitempty"`
 }
 
 // approve records the signed-in approver's approval of the run. Approving
@@ -50,6 +53,9 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 	u := currentUser(c)
 	if u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyApprovers)
+	}
+	if run.IsParent() {
+		return h.approveFamily(c, run, u)
 	}
 	d, err := h.store.Approve(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
@@ -70,6 +76,9 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 	u := currentUser(c)
 	if run.OwnerID != u.ID && u.Role != store.RoleApprover {
 		return nil, store.Errorf(store.CodeForbidden, msgOnlyOwnerOrApprovers)
+	}
+	if run.IsParent() {
+		return h.cancelFamily(c, run, u)
 	}
 	d, err := h.store.RequestCancelBecause(c.Request().Context(), run.ID, u.ID, decisionReason(c, u))
 	if err != nil {
@@ -95,6 +104,9 @@ func (h *Handler) decisionRun(c echo.Context) (*store.Run, error) {
 		return nil, err
 	}
 	run, _, lerr := h.store.RunForAccess(c.Request().Context(), id)
+	if lerr == nil && run.IsParent() {
+		return h.familyForApprover(c, run, err)
+	}
 	switch {
 	case lerr != nil, !store.NeedsApproval(run.Amount, h.cfg.ApprovalThreshold):
 		return nil, err

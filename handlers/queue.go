@@ -94,7 +94,8 @@ func (q *queueView) Render(ctx context.Context, shown, next stream.State) (strin
 			if err != nil {
 				return "", nil, err
 			}
-			data, err := renderBytes(ctx, views.QueueDelta(to, gone, added))
+			change := views.NewQueueChange(shown.(queueState).page, to, added)
+			data, err := renderBytes(ctx, views.QueueDelta(to, gone, change))
 			return "", data, err
 		}
 	}

@@ -60,7 +60,7 @@ func TestStart_RateLimitedForm(t *testing.T) {
 	if got, want := doc.Find("#start-error").Text(), "You started 1 refund in the last minute; try again in "; !strings.Contains(got, want) {
 		t.Errorf("#start-error = %q, want it to say %q", got, want)
 	}
-	if got, _ := doc.Find(`#start-form input[name="amount"]`).Attr("value"); got != "2.00" {
+	if got, _ := doc.Find(`#start-form input[name="amount_` + itoa(shoes.ID) + `"]`).Attr("value"); got != "2.00" {
 		t.Errorf("amount = %q, want what was typed (2.00)", got)
 	}
 	if got := a.runsOf(t, "customer@example.com"); got != 1 {

@@ -441,8 +441,8 @@ func TestBrowser_ReconnectRightAfterStart(t *testing.T) {
 	}
 	err = chromedp.Do(b.ctx,
 		chromedp.Navigate(b.srv.URL+"/"),
-		chromedp.SetValue(chromedp.CSS(`#start-form select[name="order_id"]`), fmt.Sprint(orders[0].ID)),
-		chromedp.SendKeys(chromedp.CSS(`#start-form input[name="amount"]`), "5.00"),
+		chromedp.Click(chromedp.CSS(fmt.Sprintf(`#start-form input[name="order_id"][value="%d"]`, orders[0].ID))),
+		chromedp.SendKeys(chromedp.CSS(fmt.Sprintf(`#start-form input[name="amount_%d"]`, orders[0].ID)), "5.00"),
 		chromedp.SendKeys(chromedp.CSS(`#start-form textarea[name="reason"]`), "arrived broken"),
 		chromedp.Submit(chromedp.CSS(`#start-form`)),
 		chromedp.WaitVisible(chromedp.CSS("#run-status")),

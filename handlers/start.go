@@ -1,7 +1,11 @@
 package handlers
 
 import (
+	"cmp"
+	"context"
+	"errors"
 	"net/http"
+	"net/url"
 	"strconv"
 	"strings"
 	"unicode"
@@ -38,18 +42,37 @@ type startForm struct {
 // this form may already have started, so a second submit of the same form
 // finds that run instead of a refusal.
 func (f startForm) Validate(orders []store.Order) (store.StartRequest, error) {
-	invalid := func(msg string) (store.StartRequest, error) {
-		return store.StartRequest{}, store.Errorf(store.CodeInvalid, "%s", msg)
+	requestID, err := checkRequestID(f.RequestID)
+	if err != nil {
+		return store.StartRequest{}, err
 	}
-	requestID := strings.TrimSpace(f.RequestID)
-	// The server made the request ID: if it is not what it made, the form
-	// is not the one it served.
+	id, amount, err := f.order(orders)
+	if err != nil {
+		return store.StartRequest{}, err
+	}
+	reason, err := checkReason(f.Reason)
+	if err != nil {
+		return store.StartRequest{}, err
+	}
+	return store.StartRequest{ClientRequestID: requestID, OrderID: id, Amount: amount, Reason: reason}, nil
+}
+
+// checkRequestID reads the form's hidden request ID. The server made it:
+// if it is not what it made, the form is not the one it served.
+func checkRequestID(raw string) (string, error) {
+	requestID := strings.TrimSpace(raw)
 	if requestID == "" || len(requestID) > store.MaxRequestIDLen || store.ValidText(requestID, false) != nil {
-		return invalid("This form is out of date. Check the details and submit it again.")
+		return "", store.Errorf(store.CodeInvalid, "This form is out of date. Check the details and submit it again.")
 	}
+	return requestID, nil
+}
+
+// order reads the order chosen, one of the customer's, and the amount
+// typed for it in its currency's minor units.
+func (f startForm) order(orders []store.Order) (int64, int64, error) {
 	id, err := strconv.ParseInt(strings.TrimSpace(f.OrderID), 10, 64)
 	if err != nil {
-		return invalid("Choose one of your orders.")
+		return 0, 0, store.Errorf(store.CodeInvalid, "Choose one of your orders.")
 	}
 	var order *store.Order
 	for i := range orders {
@@ -58,20 +81,25 @@ func (f startForm) Validate(orders []store.Order) (store.StartRequest, error) {
 		}
 	}
 	if order == nil {
-		return invalid("Choose one of your orders.")
+		return 0, 0, store.Errorf(store.CodeInvalid, "Choose one of your orders.")
 	}
 	amount, err := parseAmount(f.Amount, store.MinorDigits(order.Currency))
 	if err != nil {
-		return store.StartRequest{}, err
+		return 0, 0, err
 	}
-	reason := strings.TrimSpace(f.Reason)
+	return id, amount, nil
+}
+
+// checkReason reads the reason given, trimmed.
+func checkReason(raw string) (string, error) {
+	reason := strings.TrimSpace(raw)
 	switch {
 	case reason == "":
-		return invalid("Say why you want a refund.")
+		return "", store.Errorf(store.CodeInvalid, "Say why you want a refund.")
 	case len([]rune(reason)) > store.MaxReasonLen:
-		return invalid("The reason is too long: keep it under " + strconv.Itoa(store.MaxReasonLen) + " characters.")
+		return "", store.Errorf(store.CodeInvalid, "%s", "The reason is too long: keep it under "+strconv.Itoa(store.MaxReasonLen)+" characters.")
 	}
-	return store.StartRequest{ClientRequestID: requestID, OrderID: id, Amount: amount, Reason: reason}, nil
+	return reason, nil
 }
 
 // parseAmount reads a decimal amount in major units into minor units with
@@ -117,8 +145,68 @@ func allDigits(s string) bool {
 	return true
 }
 
+// requestForm is the refund form as posted: the orders ticked, each with
+// the amount typed for it, and one reason for them all.
+type requestForm struct {
+	RequestID string
+	Picks     []startForm // one per order ticked: its ID and amount as posted
+	Reason    string
+}
+
+// readRequestForm reads the posted form. Each ticked order's amount is its
+// own field (amount_ID); a post naming one order with the single amount
+// field (the form before orders could be ticked together) reads the same.
+func readRequestForm(values url.Values) requestForm {
+	f := requestForm{RequestID: values.Get("request_id"), Reason: values.Get("reason")}
+	ids := values["order_id"]
+	for _, id := range ids {
+		amount := values.Get("amount_" + strings.TrimSpace(id))
+		if amount == "" && len(ids) == 1 {
+			amount = values.Get("amount")
+		}
+		f.Picks = append(f.Picks, startForm{OrderID: id, Amount: amount})
+	}
+	return f
+}
+
+// Validate checks every ticked order as the single form is checked, and
+// the number of orders against max (MAX_FAMILY_SIZE). One order is a
+// single run's request; several are a family's. What the orders hold
+// (refundable amounts, one currency) is the store's to check, after it has
+// looked for what this form may already have started.
+func (f requestForm) Validate(orders []store.Order, max int) (store.FamilyRequest, error) {
+	requestID, err := checkRequestID(f.RequestID)
+	if err != nil {
+		return store.FamilyRequest{}, err
+	}
+	switch {
+	case len(f.Picks) == 0:
+		return store.FamilyRequest{}, store.Errorf(store.CodeInvalid, "Tick at least one of your orders.")
+	case len(f.Picks) > max:
+		return store.FamilyRequest{}, store.Errorf(store.CodeInvalid,
+			"One request may refund at most %d orders; you ticked %d. Ask for the others in another request.", max, len(f.Picks))
+	}
+	req := store.FamilyRequest{ClientRequestID: requestID}
+	for _, p := range f.Picks {
+		id, amount, err := p.order(orders)
+		if err != nil {
+			var e *store.Error
+			if len(f.Picks) > 1 && errors.As(err, &e) {
+				e.Message = "Order #" + strings.TrimSpace(p.OrderID) + ": " + e.Message
+			}
+			return store.FamilyRequest{}, err
+		}
+		req.Refunds = append(req.Refunds, store.RefundItem{OrderID: id, Amount: amount})
+	}
+	if req.Reason, err = checkReason(f.Reason); err != nil {
+		return store.FamilyRequest{}, err
+	}
+	return req, nil
+}
+
 // startRun answers the home page's refund request form: 303 to the run it
-// started, or to the run this same form already started.
+// started, or to the run this same form already started. Several orders
+// ticked start one request, and the answer is its parent run's page.
 func (h *Handler) startRun(c echo.Context) error {
 	u := currentUser(c)
 	if !mayStartRefunds(u) {
@@ -133,25 +221,51 @@ func (h *Handler) startRun(c echo.Context) error {
 	case err != nil:
 		return echo.NewHTTPError(http.StatusBadRequest).SetInternal(err)
 	}
-	f := startForm{
-		RequestID: values.Get("request_id"),
-		OrderID:   values.Get("order_id"),
-		Amount:    values.Get("amount"),
-		Reason:    values.Get("reason"),
-	}
+	f := readRequestForm(values)
 	orders, err := h.store.OrdersByCustomer(ctx, u.ID)
 	if err != nil {
 		return err
 	}
-	req, err := f.Validate(orders)
+	maxOrders := cmp.Or(h.cfg.MaxFamilySize, DefaultMaxFamilySize)
+	req, err := f.Validate(orders, maxOrders)
 	if err == nil {
-		req.OwnerID, req.RatePerMinute = u.ID, h.cfg.StartRatePerUser
-		var run *store.Run
-		if run, _, err = h.store.StartRun(ctx, req); err == nil {
-			return redirect(c, "/runs/"+run.ID.String())
+		var runID uuid.UUID
+		if runID, err = h.start(ctx, u, req, maxOrders); err == nil {
+			return redirect(c, "/runs/"+runID.String())
 		}
 	}
-	form := views.StartForm{RequestID: f.RequestID, OrderID: f.OrderID, Amount: f.Amount, Reason: f.Reason}
+	return h.refuseStart(c, f, err)
+}
+
+// start starts what the form asks: a single run for one order, exactly as
+// before orders could be ticked together, or a family for several. It
+// returns the run to show: the single run, or the family's parent.
+func (h *Handler) start(ctx context.Context, u *store.User, req store.FamilyRequest, maxOrders int) (uuid.UUID, error) {
+	if len(req.Refunds) == 1 {
+		run, _, err := h.store.StartRun(ctx, store.StartRequest{OwnerID: u.ID, ClientRequestID: req.ClientRequestID,
+			OrderID: req.Refunds[0].OrderID, Amount: req.Refunds[0].Amount, Reason: req.Reason, RatePerMinute: h.cfg.StartRatePerUser})
+		if err != nil {
+			return uuid.Nil, err
+		}
+		return run.ID, nil
+	}
+	req.OwnerID, req.MaxChildren, req.RatePerMinute = u.ID, maxOrders, h.cfg.StartRatePerUser
+	fam, _, err := h.store.StartFamily(ctx, req)
+	if err != nil {
+		return uuid.Nil, err
+	}
+	return fam.Parent.ID, nil
+}
+
+// refuseStart answers a start that did not happen with the home page, the
+// form as it was posted and the reason in words.
+func (h *Handler) refuseStart(c echo.Context, f requestForm, err error) error {
+	form := views.StartForm{RequestID: f.RequestID, Reason: f.Reason, Amounts: map[string]string{}}
+	for _, p := range f.Picks {
+		id := strings.TrimSpace(p.OrderID)
+		form.Orders = append(form.Orders, id)
+		form.Amounts[id] = p.Amount
+	}
 	status := http.StatusUnprocessableEntity
 	switch store.ErrorCode(err) {
 	case store.CodeInvalid:

@@ -184,14 +184,14 @@ func TestStart_InvalidKeepsInput(t *testing.T) {
 			if got := doc.Find("#start-error").Text(); !strings.Contains(got, tc.says) {
 				t.Errorf("#start-error = %q, want it to say %q", got, tc.says)
 			}
-			if got := doc.Find(`#start-form input[name="amount"]`).AttrOr("value", ""); got != tc.amount {
+			if got := doc.Find(`#start-form input[name="amount_`+itoa(shoes.ID)+`"]`).AttrOr("value", ""); got != tc.amount {
 				t.Errorf("amount = %q, want the typed %q", got, tc.amount)
 			}
 			if got := doc.Find(`#start-form textarea[name="reason"]`).Text(); got != "It <b>broke</b>." {
 				t.Errorf("reason = %q, want the typed text", got)
 			}
-			if got := doc.Find(`#start-form option[selected]`).AttrOr("value", ""); got != itoa(shoes.ID) {
-				t.Errorf("selected order = %q, want %d", got, shoes.ID)
+			if got := doc.Find(`#start-form input[name="order_id"][checked]`).AttrOr("value", ""); got != itoa(shoes.ID) {
+				t.Errorf("ticked order = %q, want %d", got, shoes.ID)
 			}
 			if got := doc.Find(`#start-form input[name="request_id"]`).AttrOr("value", ""); got != form.Get("request_id") {
 				t.Errorf("request_id = %q, want the form's own %q kept", got, form.Get("request_id"))

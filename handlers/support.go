@@ -19,6 +19,10 @@ import (
 // supportPageSize is how many runs one page of support's search shows.
 const supportPageSize = 25
 
+// familyReadLimit bounds the runs read of one family: far above any
+// MAX_FAMILY_SIZE, whatever it was when the family was made.
+const familyReadLimit = 1000
+
 // showSupportRuns is support's read-only search over every run: by run ID,
 // by part of the customer's email, by state; newest first, a page at a time.
 func (h *Handler) showSupportRuns(c echo.Context) error {
@@ -42,7 +46,9 @@ func (h *Handler) showSupportRuns(c echo.Context) error {
 	}
 	f := store.RunFilter{Limit: supportPageSize}
 	if id, err := uuid.Parse(q.Query); err == nil {
-		f.ID = id
+		// Any ID of a family (a run's, or the correlation ID, its root's)
+		// finds the whole family; a run of its own is its own family.
+		f.Family = id
 	} else {
 		f.OwnerEmail = q.Query
 	}
@@ -87,7 +93,15 @@ func (h *Handler) supportSnapshot(c echo.Context) (*views.SupportRun, error) {
 	if err != nil {
 		return nil, err
 	}
-	return views.NewSupportRun(snap, people), nil
+	d := views.NewSupportRun(snap, people)
+	if snap.Run.IsParent() || snap.Run.ParentRunID.Valid {
+		// The parent and every child, each as the search lists it.
+		f := store.RunFilter{Family: snap.Run.ID, Limit: familyReadLimit}
+		if d.Family, err = h.store.SearchRuns(ctx, f); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
 }
 
 // showSupportRun is support's page of one run: timeline with who acted,

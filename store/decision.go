@@ -164,30 +164,41 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64, 
 		if d.Outcome != DecisionAccepted {
 			return "", nil, nil
 		}
-		if _, err := tx.ExecContext(ctx, `UPDATE approvals SET decision = 'approved', decided_by = $2, decided_at = now()
-            WHERE id = $1`, a.ID, approverID); err != nil {
-			return "", nil, fmt.Errorf("store: approve: %w", err)
-		}
-		if _, err := tx.ExecContext(ctx, `UPDATE runs SET next_attempt_at = now() WHERE id = $1`, r.ID); err != nil {
-			return "", nil, fmt.Errorf("store: approve: %w", err)
-		}
-		by, err := decidedBy(ctx, tx, approverID, reason)
+		ev, err := grantApproval(ctx, tx, r, a.ID, approverID, reason)
 		if err != nil {
 			return "", nil, err
 		}
-		if err := audit(ctx, tx, AuditRunApproved, RunSubject(r.ID), auditDecision("approver_id", approverID, reason)); err != nil {
-			return "", nil, err
-		}
-		if err := notifyWork(ctx, tx); err != nil {
-			return "", nil, err
-		}
-		return StateSubmitting, []NewEvent{EventOf(ApprovalGranted{by})}, nil
+		return StateSubmitting, []NewEvent{ev}, nil
 	})
 	if err != nil {
 		return Decision{}, err
 	}
 	d.Run = run
 	return d, nil
+}
+
+// grantApproval writes approverID's approval (request approvalID) of r,
+// whose row tx holds locked, with its audit entry and the executor's wake;
+// the caller moves r to submitting with the event returned.
+func grantApproval(ctx context.Context, tx *txn, r *Run, approvalID, approverID int64, reason string) (NewEvent, error) {
+	if _, err := tx.ExecContext(ctx, `UPDATE approvals SET decision = 'approved', decided_by = $2, decided_at = now()
+        WHERE id = $1`, approvalID, approverID); err != nil {
+		return NewEvent{}, fmt.Errorf("store: approve: %w", err)
+	}
+	if _, err := tx.ExecContext(ctx, `UPDATE runs SET next_attempt_at = now() WHERE id = $1`, r.ID); err != nil {
+		return NewEvent{}, fmt.Errorf("store: approve: %w", err)
+	}
+	by, err := decidedBy(ctx, tx, approverID, reason)
+	if err != nil {
+		return NewEvent{}, err
+	}
+	if err := audit(ctx, tx, AuditRunApproved, RunSubject(r.ID), auditDecision("approver_id", approverID, reason)); err != nil {
+		return NewEvent{}, err
+	}
+	if err := notifyWork(ctx, tx); err != nil {
+		return NewEvent{}, err
+	}
+	return EventOf(ApprovalGranted{by}), nil
 }
 
 // judgeApproval decides approverID's approval of r, whose approval request

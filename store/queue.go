@@ -34,10 +34,14 @@ type QueueItem struct {
 	OrderCurrency string    `db:"order_currency"`
 	// OtherRefunds is what the order's other runs that have not failed or
 	// been canceled claim, over OtherRuns runs.
-	OtherRefunds int64           `db:"other_refunds"`
-	OtherRuns    int             `db:"other_runs"`
-	ProposalJSON []byte          `db:"proposal"`
-	Proposal     *ActionProposed `db:"-"`
+	OtherRefunds int64 `db:"other_refunds"`
+	OtherRuns    int   `db:"other_runs"`
+	// A child's request: its parent's amount (the request's total) and
+	// how many orders it names; zero for a run of its own.
+	RequestAmount   int64           `db:"request_amount"`
+	RequestChildren int             `db:"request_children"`
+	ProposalJSON    []byte          `db:"proposal"`
+	Proposal        *ActionProposed `db:"-"`
 }
 
 // QueuePage is one page of the queue as of Version: up to a page size of
@@ -57,12 +61,15 @@ SELECT ` + runColumnsOf("r") + `, q.version AS queue_version, q.entered_at AS re
     u.name AS customer_name, u.email AS customer_email,
     o.description AS item, o.amount AS order_amount, o.currency AS order_currency,
     COALESCE(other.amount, 0) AS other_refunds, COALESCE(other.runs, 0) AS other_runs,
+    COALESCE(p.amount, 0) AS request_amount,
+    (SELECT count(*) FROM runs k WHERE k.parent_run_id = r.parent_run_id) AS request_children,
     (SELECT e.payload FROM run_events e WHERE e.run_id = r.id AND e.type = '` + EventActionProposed + `'
      ORDER BY e.seq DESC LIMIT 1) AS proposal
 FROM queue_entries q
 JOIN runs r ON r.id = q.run_id
 JOIN users u ON u.id = r.owner_id
 JOIN orders o ON o.id = r.order_id
+LEFT JOIN runs p ON p.id = r.parent_run_id
 LEFT JOIN LATERAL (
     SELECT sum(x.amount) AS amount, count(*) AS runs FROM runs x
     WHERE x.order_id = r.order_id AND x.id <> r.id AND x.state NOT IN ('failed', 'canceled')

@@ -21,6 +21,7 @@ type RunListing struct {
 // RunFilter narrows SearchRuns. Zero fields match every run.
 type RunFilter struct {
 	ID         uuid.UUID // exactly this run
+	Family     uuid.UUID // every run of this run's family (any of its IDs, or its correlation ID)
 	State      string    // runs in this state
 	OwnerEmail string    // owners whose email contains this, ignoring case
 	OwnerID    int64     // runs of this user
@@ -37,20 +38,23 @@ FROM runs r JOIN users u ON u.id = r.owner_id LEFT JOIN orders o ON o.id = r.ord
 const filterWhere = `WHERE ($1::uuid IS NULL OR r.id = $1)
   AND ($2 = '' OR r.state = $2)
   AND ($3 = '' OR strpos(lower(u.email), lower($3)) > 0)
-  AND ($4 = 0 OR r.owner_id = $4) `
+  AND ($4 = 0 OR r.owner_id = $4)
+  AND ($5::uuid IS NULL OR r.correlation_id = (SELECT x.correlation_id FROM runs x WHERE x.id = $5)) `
 
 func (f RunFilter) args() []any {
-	return []any{uuid.NullUUID{UUID: f.ID, Valid: f.ID != uuid.Nil}, f.State, f.OwnerEmail, f.OwnerID}
+	return []any{uuid.NullUUID{UUID: f.ID, Valid: f.ID != uuid.Nil}, f.State, f.OwnerEmail, f.OwnerID,
+		uuid.NullUUID{UUID: f.Family, Valid: f.Family != uuid.Nil}}
 }
 
-// SearchRuns lists the runs that match f, newest first.
+// SearchRuns lists the runs that match f, newest first; a family's runs
+// (made at once) read parent first, then its children in order.
 func (s *Store) SearchRuns(ctx context.Context, f RunFilter) ([]RunListing, error) {
 	if f.Limit <= 0 {
 		f.Limit = 50
 	}
 	runs := []RunListing{}
-	err := s.db.SelectContext(ctx, &runs, listingSelect+filterWhere+`ORDER BY r.created_at DESC, r.id DESC
-LIMIT $5 OFFSET $6`, append(f.args(), f.Limit, max(f.Offset, 0))...)
+	err := s.db.SelectContext(ctx, &runs, listingSelect+filterWhere+`ORDER BY r.created_at DESC, r.correlation_id DESC, r.position, r.id DESC
+LIMIT $6 OFFSET $7`, append(f.args(), f.Limit, max(f.Offset, 0))...)
 	if err != nil {
 		return nil, fmt.Errorf("store: search runs: %w", err)
 	}

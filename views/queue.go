@@ -116,3 +116,117 @@ func oobIf(b bool) templ.Attributes {
 	}
 	return nil
 }
+
+// QueueRequestID is the stable element ID of a request's group of children
+// in the approval queue.
+func QueueRequestID(parentID uuid.UUID) string { return "queue-request-" + parentID.String() }
+
+// QueueEntry is one entry of the queue's list, in the list's order: a run
+// of its own (Parent is uuid.Nil, one item), or the children of one
+// request that wait on this page, grouped under it.
+type QueueEntry struct {
+	Parent uuid.UUID
+	Items  []*store.QueueItem
+}
+
+// first is the entry's first item: a request's customer, total and
+// currency are read from any of its children.
+func (e QueueEntry) first() *store.QueueItem { return e.Items[0] }
+
+// waiting is the sum the entry's items ask for.
+func (e QueueEntry) waiting() int64 {
+	var n int64
+	for _, it := range e.Items {
+		n += it.Amount
+	}
+	return n
+}
+
+// requestTitle names a request in the queue: its orders and its total.
+func (e QueueEntry) requestTitle() string {
+	it := e.first()
+	return fmt.Sprintf("Request for %d orders, %s in all", it.RequestChildren, store.FormatMoney(it.RequestAmount, it.Currency))
+}
+
+// requestWaiting says how many of the request's refunds wait here.
+func (e QueueEntry) requestWaiting() string {
+	it := e.first()
+	n := len(e.Items)
+	if n == 1 {
+		return fmt.Sprintf("1 of its %d refunds waits for a decision on this page: %s.", it.RequestChildren, store.FormatMoney(e.waiting(), it.Currency))
+	}
+	return fmt.Sprintf("%d of its %d refunds wait for a decision on this page: %s in all.", n, it.RequestChildren, store.FormatMoney(e.waiting(), it.Currency))
+}
+
+// QueueEntries groups a page's items: each request's children under it,
+// where its first child waiting on the page stands; runs of their own as
+// they are.
+func QueueEntries(p *store.QueuePage) []QueueEntry {
+	var out []QueueEntry
+	at := map[uuid.UUID]int{}
+	for i := range p.Items {
+		it := &p.Items[i]
+		if !it.ParentRunID.Valid {
+			out = append(out, QueueEntry{Items: []*store.QueueItem{it}})
+			continue
+		}
+		if j, ok := at[it.ParentRunID.UUID]; ok {
+			out[j].Items = append(out[j].Items, it)
+			continue
+		}
+		at[it.ParentRunID.UUID] = len(out)
+		out = append(out, QueueEntry{Parent: it.ParentRunID.UUID, Items: []*store.QueueItem{it}})
+	}
+	return out
+}
+
+// QueueChange is how a stream message takes the list from one page to the
+// next, entry by entry: Appended entries join the list's end (runs of
+// their own that joined, and requests new to the page); Redrawn requests
+// are drawn again whole, in place (a child joined or left them); Dropped
+// requests have no child left on the page. A run of its own that left is
+// removed by its card, as before requests were grouped.
+type QueueChange struct {
+	Appended []QueueEntry
+	Redrawn  []QueueEntry
+	Dropped  []uuid.UUID
+}
+
+// NewQueueChange is the change from shown to next, where added are the
+// items new to next.
+func NewQueueChange(shown, next *store.QueuePage, added []*store.QueueItem) QueueChange {
+	was := map[uuid.UUID]string{}
+	for _, e := range QueueEntries(shown) {
+		if e.Parent != uuid.Nil {
+			was[e.Parent] = e.ids()
+		}
+	}
+	isNew := map[uuid.UUID]bool{}
+	for _, it := range added {
+		isNew[it.ID] = true
+	}
+	var c QueueChange
+	for _, e := range QueueEntries(next) {
+		ids, existed := was[e.Parent]
+		delete(was, e.Parent)
+		switch {
+		case e.Parent == uuid.Nil && isNew[e.first().ID], e.Parent != uuid.Nil && !existed:
+			c.Appended = append(c.Appended, e)
+		case e.Parent != uuid.Nil && ids != e.ids():
+			c.Redrawn = append(c.Redrawn, e)
+		}
+	}
+	for parent := range was {
+		c.Dropped = append(c.Dropped, parent)
+	}
+	return c
+}
+
+// ids lists the entry's item IDs, to tell whether it changed.
+func (e QueueEntry) ids() string {
+	var b strings.Builder
+	for _, it := range e.Items {
+		b.WriteString(it.ID.String())
+	}
+	return b.String()
+}

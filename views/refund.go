@@ -1,6 +1,7 @@
 package views
 
 import (
+	"slices"
 	"strconv"
 	"strings"
 
@@ -21,15 +22,18 @@ type Home struct {
 
 // StartForm is the refund request form. RequestID is the hidden client
 // request ID made when the form was first rendered: submitting the same form
-// twice starts one run. The other fields are what the customer typed, kept
-// when the form comes back with Error.
+// twice starts one run (or one request). The other fields are what the
+// customer ticked and typed, kept when the form comes back with Error.
 type StartForm struct {
 	RequestID string
-	OrderID   string
-	Amount    string
+	Orders    []string          // the order IDs ticked, as posted
+	Amounts   map[string]string // the amount typed for each order, by its ID as posted
 	Reason    string
 	Error     string
 }
+
+// Ticked reports whether the order with this ID was ticked.
+func (f StartForm) Ticked(orderID string) bool { return slices.Contains(f.Orders, orderID) }
 
 // OrderRowID is the stable element ID of an order's row on the home page.
 func OrderRowID(orderID int64) string { return "order-" + strconv.FormatInt(orderID, 10) }

@@ -21,7 +21,37 @@ type SupportRun struct {
 	// Rows are the log as support reads it: business events one by one,
 	// each stretch of narration as one row.
 	Rows []SupportRow
+	// Family is the run's family when it has one (it is a request, or one
+	// of a request's refunds): the parent first, then its children in
+	// order. Nil for a run of its own.
+	Family []store.RunListing
 }
+
+// familyParent is the family's parent (the request), nil when the family
+// was not read whole.
+func (d *SupportRun) familyParent() *store.RunListing {
+	if len(d.Family) == 0 || !d.Family[0].IsParent() {
+		return nil
+	}
+	return &d.Family[0]
+}
+
+// familyTitle names a request in support's tree: its orders and total.
+func familyTitle(p *store.RunListing, children int) string {
+	return "Request for " + strconv.Itoa(children) + " orders, " + store.FormatMoney(p.Amount, p.Currency) + " in all"
+}
+
+// supportTitle is the heading of support's page of a run.
+func (d *SupportRun) supportTitle() string {
+	r := d.Snap.Run
+	if r.IsParent() {
+		return "Request of " + store.FormatMoney(r.Amount, r.Currency) + " for " + strconv.Itoa(len(d.Family)-1) + " orders"
+	}
+	return "Refund of " + store.FormatMoney(r.Amount, r.Currency) + " for order #" + strconv.FormatInt(r.OrderID, 10)
+}
+
+// FamilyRunID is the element ID of a run in support's family tree.
+func FamilyRunID(id uuid.UUID) string { return "family-run-" + id.String() }
 
 // SupportRow is one row of support's timeline.
 type SupportRow struct {
