@@ -75,7 +75,7 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#cancel")), chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
 		t.Fatal(err)
 	}
-	wait("the cancel's answer", `document.querySelector('#decision-result').textContent === 'You asked to cancel this run.'`)
+	wait("the cancel's answer", `document.querySelector('#decision-result').textContent === 'You asked to cancel this request and each of its refunds not yet ended.'`)
 	wait("the card's pending cancel", `document.querySelector('#child-3 .child-pending')?.textContent.startsWith('Cancel requested by you')`)
 	b.finish(&fam.Children[2], store.StateCanceled, "Canceled. No refund was made and no money moved.")
 	wait("the cancel", outcomeIs("Refunded €1.50 of €5.00: one order refunded, one declined by the payment provider, one canceled by you."))

@@ -559,7 +559,7 @@ func TestFamilyPage_CancelTheRest(t *testing.T) {
 	}
 	wantRedirect(t, a.post(t, c, path+"/cancel", nil), path)
 	doc := a.get(t, c, path).doc(t)
-	if got := strings.TrimSpace(doc.Find("#decision-result").Text()); got != "You asked to cancel this run." {
+	if got := strings.TrimSpace(doc.Find("#decision-result").Text()); got != "You asked to cancel this request and each of its refunds not yet ended." {
 		t.Errorf("answer = %q, want the cancel's", got)
 	}
 	if doc.Find("#cancel-confirm").Length() != 0 {
