@@ -575,3 +575,43 @@ func TestFamilyPage_CancelTheRest(t *testing.T) {
 		t.Errorf("answer on the next render = %q, want it gone", again)
 	}
 }
+
+// TestFamilyPage_ApproveAllWaiting: an approver approves, from the
+// request's page and without JavaScript, every refund that waits for one;
+// the customer is offered no such thing.
+func TestFamilyPage_ApproveAllWaiting(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	for _, i := range []int{0, 1} {
+		b.checked(&fam.Children[i])
+		b.awaiting(&fam.Children[i])
+	}
+	path := "/runs/" + fam.Parent.ID.String()
+	cust := a.client(t)
+	a.login(t, cust, "customer@example.com")
+	if a.get(t, cust, path).doc(t).Find("#approve-confirm").Length() != 0 {
+		t.Error("the customer is offered to approve their own request")
+	}
+	c := a.client(t)
+	a.login(t, c, "approver@example.com")
+	doc := a.get(t, c, path).doc(t)
+	if got := doc.Find("#approve-details form p").Text(); got != "Approve two refunds, €3.50 in all? The agent then sends each to the payment provider." {
+		t.Errorf("approve all asks %q", got)
+	}
+	wantRedirect(t, a.post(t, c, path+"/approve", nil), path)
+	doc = a.get(t, c, path).doc(t)
+	if got := strings.TrimSpace(doc.Find("#decision-result").Text()); !strings.HasPrefix(got, "You approved 2 refunds") {
+		t.Errorf("answer = %q, want the approval's", got)
+	}
+	if doc.Find("#approve-confirm").Length() != 0 {
+		t.Error("approve all is still offered with nothing waiting")
+	}
+	doc.Find(".child").Each(func(i int, s *goquery.Selection) {
+		approved := strings.Contains(s.Find(".child-approved").Text(), "Approved by you")
+		if want := i < 2; approved != want {
+			t.Errorf("card %d says approved by you: %v, want %v (%q)", i+1, approved, want, s.Text())
+		}
+	})
+}

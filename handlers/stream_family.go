@@ -77,6 +77,19 @@ type familyStream struct {
 	viewer views.Viewer           // as a viewer with full access
 	access Access
 	view   *views.FamilyView // every run's view, which the page's words come from
+	// actions is what the page's decisions were last drawn for
+	// (views.FamilyView.ActionsKey); "" until the stream draws them, so
+	// its first message draws them as they are now.
+	actions string
+}
+
+// actionsChanged says whether the page's decisions must be drawn again,
+// and notes them as drawn.
+func (fs *familyStream) actionsChanged() bool {
+	key := fs.view.ActionsKey()
+	changed := key != fs.actions
+	fs.actions = key
+	return changed
 }
 
 // familyMember is the stream of one run of the family (view.Runs[i]).
@@ -112,6 +125,7 @@ func (m *familyMember) Reset(ctx context.Context, snap *store.Snapshot, banner b
 	if !m.fs.f.rendersPage() {
 		return json.Marshal(newAPISnapshot(snap, m.fs.access))
 	}
+	m.fs.actionsChanged()
 	return renderBytes(ctx, views.FamilyStreamReset(m.fs.view, m.i))
 }
 
@@ -127,7 +141,7 @@ func (m *familyMember) Event(ctx context.Context, ev store.Event, frames *stream
 	if ev.Type == store.EventNarrationDelta {
 		return "", nil, nil // the request's page shows no narration
 	}
-	data, err := renderBytes(ctx, views.FamilyStreamEvent(m.fs.view, m.i))
+	data, err := renderBytes(ctx, views.FamilyStreamEvent(m.fs.view, m.i, m.fs.actionsChanged()))
 	return "", data, err
 }
 

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"fmt"
 	"strconv"
 	"strings"
 
@@ -76,6 +77,33 @@ func (f *FamilyView) Ended() bool {
 func (f *FamilyView) CanCancel() bool {
 	p := f.Parent()
 	return p.Viewer.MayCancel && !p.CancelRequested && !f.Ended()
+}
+
+// Waiting are the refunds that wait for an approver's decision, with no
+// cancel asked for.
+func (f *FamilyView) Waiting() []*RunView {
+	var out []*RunView
+	for _, c := range f.Children() {
+		if c.State == store.StateAwaitingApproval && !c.CancelRequested {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// CanApproveAll offers an approver the approval of every refund that
+// waits for one (POST /runs/{parent}/approve), while the request is not
+// being canceled.
+func (f *FamilyView) CanApproveAll() bool {
+	p := f.Parent()
+	return p.Viewer.MayApprove && !p.CancelRequested && len(f.Waiting()) > 0
+}
+
+// ActionsKey names what the request's decisions show: the stream draws
+// them again only when it changes, so a confirm the viewer has open stays
+// open while the refunds move.
+func (f *FamilyView) ActionsKey() string {
+	return fmt.Sprint(f.CanCancel(), f.CanApproveAll(), len(f.Waiting()))
 }
 
 // Words is what the request says to its viewer (FamilyWords).
@@ -253,4 +281,18 @@ func numberWord(n int) string {
 		return words[n]
 	}
 	return strconv.Itoa(n)
+}
+
+// waitingWords names the refunds an approval of all would approve: "the
+// refund of €2.00 for order #7", "2 refunds, €3.50 in all".
+func waitingWords(waiting []*RunView) string {
+	if len(waiting) == 1 {
+		r := waiting[0].Run
+		return "the refund of " + store.FormatMoney(r.Amount, r.Currency) + " for order #" + strconv.FormatInt(r.OrderID, 10)
+	}
+	var sum int64
+	for _, v := range waiting {
+		sum += v.Run.Amount
+	}
+	return countOf(len(waiting), "refund", "refunds") + ", " + store.FormatMoney(sum, waiting[0].Run.Currency) + " in all"
 }

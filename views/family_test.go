@@ -2,6 +2,7 @@ package views_test
 
 import (
 	"fmt"
+	"strings"
 	"testing"
 
 	"github.com/PuerkitoBio/goquery"
@@ -75,41 +76,51 @@ func TestFamilyWords(t *testing.T) {
 }
 
 // TestFamilyStreamEvent: a refund's event redraws the request's words and
-// that refund's card, not the others, and leaves the cancel (which a
-// viewer may have open) alone until the request's own event or its end.
+// that refund's card, not the others; what the decisions show changes
+// (ActionsKey) only when a refund starts or stops waiting for an approver,
+// a cancel is asked for, or the last refund ends, and only then are they
+// drawn again, so a confirm the viewer has open stays open.
 func TestFamilyStreamEvent(t *testing.T) {
 	snap := func(state string, amount int64) *store.Snapshot {
-		return &store.Snapshot{Run: &store.Run{ID: uuid.New(), OwnerID: customerID, State: state, Amount: amount, Currency: "EUR", Kind: store.KindRefund}}
+		return &store.Snapshot{Run: &store.Run{ID: uuid.New(), OwnerID: customerID, OrderID: 7, State: state, Amount: amount, Currency: "EUR", Kind: store.KindRefund}}
 	}
 	parent := snap(store.StateCreated, 300)
 	parent.Run.Kind = store.KindRequest
-	fs := &store.FamilySnapshot{Parent: parent, Children: []*store.Snapshot{snap(store.StatePlanning, 100), snap(store.StateCompleted, 200)}}
-	f := views.NewFamilyView(fs, true, views.Viewer{UserID: customerID, MayCancel: true})
-	if f.Cursor() != "0.0.0" || !f.CanCancel() {
-		t.Fatalf("cursor %q, cancel offered %v; want 0.0.0 and true", f.Cursor(), f.CanCancel())
+	fs := &store.FamilySnapshot{Parent: parent, Children: []*store.Snapshot{snap(store.StateCreated, 100), snap(store.StateCompleted, 200)}}
+	f := views.NewFamilyView(fs, true, views.Viewer{UserID: approverID, MayApprove: true, MayCancel: true, Staff: true})
+	if f.Cursor() != "0.0.0" || !f.CanCancel() || f.CanApproveAll() {
+		t.Fatalf("cursor %q, cancel %v, approve all %v; want 0.0.0, true, false", f.Cursor(), f.CanCancel(), f.CanApproveAll())
 	}
+	key := f.ActionsKey()
 	tests := []struct {
-		name    string
-		i       int
-		state   string // the first child's, before rendering
-		cards   []string
-		actions bool
+		name     string
+		state    string // the first child's, now
+		changed  bool
+		approves string // the approve-all's question, "" for none
 	}{
-		{"a child's step", 1, store.StateAwaitingApproval, []string{"child-1"}, false},
-		{"the request's own event", 0, store.StateAwaitingApproval, nil, true},
-		{"the last child's end", 1, store.StateCanceled, []string{"child-1"}, true},
+		{"a child's step", store.StatePlanning, false, ""},
+		{"a child waits for an approver", store.StateAwaitingApproval, true, "Approve the refund of €1.00 for order #7?"},
+		{"the last child's end", store.StateCanceled, true, ""},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			f.Runs[1].State = tc.state
-			doc := render(t, views.FamilyStreamEvent(f, tc.i))
+			now := f.ActionsKey()
+			if changed := now != key; changed != tc.changed {
+				t.Errorf("actions changed: %v, want %v", changed, tc.changed)
+			}
+			key = now
+			doc := render(t, views.FamilyStreamEvent(f, 1, tc.changed))
 			var cards []string
 			doc.Find(".child").Each(func(_ int, s *goquery.Selection) { cards = append(cards, s.AttrOr("id", "")) })
-			if fmt.Sprint(cards) != fmt.Sprint(tc.cards) {
-				t.Errorf("cards %v, want %v", cards, tc.cards)
+			if fmt.Sprint(cards) != "[child-1]" {
+				t.Errorf("cards %v, want child-1's only", cards)
 			}
-			if got := doc.Find("#run-actions").Length() == 1; got != tc.actions {
-				t.Errorf("actions drawn: %v, want %v", got, tc.actions)
+			if got := doc.Find("#run-actions").Length() == 1; got != tc.changed {
+				t.Errorf("actions drawn: %v, want %v", got, tc.changed)
+			}
+			if got := doc.Find("#approve-details form p").Text(); !strings.HasPrefix(got, tc.approves) || (tc.approves == "") != (got == "") {
+				t.Errorf("approve all asks %q, want %q", got, tc.approves)
 			}
 			if doc.Find("#run-status[hx-swap-oob]").Length() != 1 {
 				t.Error("the request's words are not drawn again")
