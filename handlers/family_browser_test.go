@@ -159,3 +159,29 @@ func TestBrowser_FamilyPageResumesAfterACut(t *testing.T) {
 		t.Errorf("the page resumed from %q (asked %q), want the family cursor it applied, %q", last, asked, applied)
 	}
 }
+
+// TestBrowser_FamilyWaitingFits: a request with two refunds waiting for an
+// approver and one being verified, as an approver sees it (both decisions
+// offered), fits 360 and 1280 px (SCREENSHOTS=1 writes
+// docs/screenshots/family-waiting-approver-<width>.png).
+func TestBrowser_FamilyWaitingFits(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{DemoLogins: true})
+	fam := a.startFamily(t, familyAmounts...)
+	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	op := b.sent(func() *store.Run { b.checked(&fam.Children[0]); return &fam.Children[0] }())
+	b.record(op, store.Outcome{State: store.OpReconciling, Reason: "no answer from the payment provider: timeout after 5s"})
+	for _, i := range []int{1, 2} {
+		b.checked(&fam.Children[i])
+		b.awaiting(&fam.Children[i])
+	}
+	ctx := browsertest.NewWithTimeout(t, 3*time.Minute)
+	if err := browsertest.Login(ctx, a.srv.URL, "approver@example.com", devdb.DemoPassword); err != nil {
+		t.Fatal(err)
+	}
+	p := shownPage{name: "family-waiting-approver", path: "/runs/" + fam.Parent.ID.String(), ready: "#family-outcome",
+		check: `!!document.querySelector('#approve') && !!document.querySelector('#cancel')`}
+	for _, w := range []int64{1280, 360} {
+		checkPage(t, ctx, a.srv.URL, p, w)
+	}
+}
