@@ -72,6 +72,8 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	b.must(err)
 	wait("the request's log", `document.querySelector('#run').dataset.applied.split('.')[0] === '`+strconv.FormatInt(parent.LastSeq, 10)+`'`)
 	wait("the cancel offered", `document.querySelector('#child-3').dataset.state === 'awaiting_approval' && !!document.querySelector('#cancel')`)
+	// htmx has taken the form (else the click would send it as a plain form).
+	wait("htmx to take the cancel", `!!document.querySelector('#cancel-details form')['htmx-internal-data']`)
 	if err := chromedp.Do(ctx, chromedp.Click(chromedp.CSS("#cancel")), chromedp.Click(chromedp.CSS("#cancel-confirm"))); err != nil {
 		t.Fatal(err)
 	}

@@ -103,7 +103,11 @@ func (f *FamilyView) CanApproveAll() bool {
 // them again only when it changes, so a confirm the viewer has open stays
 // open while the refunds move.
 func (f *FamilyView) ActionsKey() string {
-	return fmt.Sprint(f.CanCancel(), f.CanApproveAll(), len(f.Waiting()))
+	key := fmt.Sprint(f.CanCancel())
+	if f.CanApproveAll() {
+		key += fmt.Sprint(" approve ", len(f.Waiting())) // the count is in its words
+	}
+	return key
 }
 
 // Words is what the request says to its viewer (FamilyWords).
