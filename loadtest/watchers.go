@@ -56,8 +56,8 @@ type watchRound struct {
 	log     *slog.Logger
 	keepGot bool // tests: keep what each watcher received
 	got     [][]int64
-	sent    []int // run index of each append number
-	kBase   int64 // the first append number of this round: numbers are unique per invocation
+	sent    []int     // run index of each append number
+	kBase   int64     // the first append number of this round: numbers are unique per invocation
 	halfAt  time.Time // when half the streams were open
 }
 
