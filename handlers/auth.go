@@ -89,7 +89,7 @@ func (h *Handler) loadStreamUser(api bool) echo.MiddlewareFunc {
 					return plain(c)
 				}
 				cred.Token = token
-			} else if cred.SessionID, _ = h.session(c).Values[keySessionID].(string); cred.SessionID == "" {
+			} else if cred.SessionID = h.sessionID(c); cred.SessionID == "" {
 				return plain(c)
 			}
 			u, run, hasApproval, err := h.store.StreamOpen(c.Request().Context(), cred)

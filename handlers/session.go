@@ -64,6 +64,23 @@ func sessionCookieName(secure bool) string {
 	return "refundd_session"
 }
 
+// sessionID is the server-side session the request's cookie names, or ""
+// when it names none or does not verify: what a stream needs of the
+// session, read without gorilla's per-request registry (which copies the
+// request and makes two maps, for every one of thousands of stream opens).
+func (h *Handler) sessionID(c echo.Context) string {
+	ck, err := c.Request().Cookie(h.cookie)
+	if err != nil {
+		return ""
+	}
+	var values map[any]any
+	if securecookie.DecodeMulti(h.cookie, ck.Value, &values, h.sessions.Codecs...) != nil {
+		return ""
+	}
+	sid, _ := values[keySessionID].(string)
+	return sid
+}
+
 // session returns the request's session; a cookie that does not verify
 // (old key, tampering, expiry) yields a fresh, empty one.
 func (h *Handler) session(c echo.Context) *sessions.Session {

@@ -126,8 +126,7 @@ func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.Stream
 	if token, ok := c.Get(ctxToken).(string); ok {
 		return store.StreamCredential{Token: token, RunID: runID}
 	}
-	sid, _ := h.session(c).Values[keySessionID].(string)
-	return store.StreamCredential{SessionID: sid, RunID: runID}
+	return store.StreamCredential{SessionID: h.sessionID(c), RunID: runID}
 }
 
 // cursorParam is the cursor a stream request carries. Last-Event-ID wins

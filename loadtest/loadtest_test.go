@@ -235,7 +235,7 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		args []string
 		want string
 	}{
-		{[]string{"-watchers", "20000"}, "-watchers must be between 1 and 10000, got 20000"},
+		{[]string{"-watchers", "20001"}, "-watchers must be between 1 and 20000, got 20001"},
 		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm, approvals or family, got "soak"`},
 		{[]string{"-mode", "family", "-children", "500"}, "-children must be between 2 and 100, got 500"},
 		{[]string{"-appender", "eventually"}, `-appender must be async or durable, got "eventually"`},

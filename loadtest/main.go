@@ -101,7 +101,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.BoolVar(&o.jsonOut, "json", false, "print one JSON summary line on stdout, nothing else there")
 	fs.DurationVar(&o.timeout, "timeout", 5*time.Minute, "hard bound on the whole invocation (at most 30m)")
 
-	fs.IntVar(&o.watchers, "watchers", 100, "watchers, storm: SSE streams to open (at most 10000)")
+	fs.IntVar(&o.watchers, "watchers", 100, "watchers, storm: SSE streams to open (at most 20000; each is a file descriptor here and in the server: raise ulimit -n)")
 	fs.IntVar(&o.runs, "runs", 1, "watchers, storm: runs they watch, watcher i on run i mod runs (at most 2000, at most -watchers)")
 	fs.Float64Var(&o.rate, "rate", 20, "watchers, storm: appends per second, round robin over the runs (0 measures idle streams only; at most 5000)")
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "watchers: appending time per target per round; runs: measuring time (at most 10m)")
@@ -173,7 +173,7 @@ func (o *options) validate() error {
 	}
 	for _, b := range []bound{
 		{"-timeout (seconds)", o.timeout.Seconds(), 1, 1800},
-		{"-watchers", float64(o.watchers), 1, 10000},
+		{"-watchers", float64(o.watchers), 1, 20000},
 		{"-runs", float64(o.runs), 1, min(2000, float64(o.watchers))},
 		{"-rate", o.rate, 0, 5000},
 		{"-duration (seconds)", o.duration.Seconds(), 1, 600},

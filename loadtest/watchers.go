@@ -22,6 +22,8 @@ import (
 // watchersKeys are the figures of a watchers round, in the order printed.
 var watchersKeys = []metricKey{
 	{"open_s", "time to open the streams, s"},
+	{"open_first_half_s", "time to open the first half, s"},
+	{"open_second_half_s", "time to open the second half (the first half open), s"},
 	{"rss_kb_per_stream", "memory per idle stream (RSS growth / N), KB"},
 	{"goroutines_per_stream", "goroutines per stream"},
 	{"idle_cpu_pct", "idle CPU holding the streams, % of one core"},
@@ -54,8 +56,9 @@ type watchRound struct {
 	log     *slog.Logger
 	keepGot bool // tests: keep what each watcher received
 	got     [][]int64
-	sent    []int // run index of each append number
-	kBase   int64 // the first append number of this round: numbers are unique per invocation
+	sent    []int     // run index of each append number
+	kBase   int64     // the first append number of this round: numbers are unique per invocation
+	halfAt  time.Time // when half the streams were open
 }
 
 // measure opens the streams, measures them idle, then appends for the
@@ -84,6 +87,8 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 		return nil, err
 	}
 	out["open_s"] = time.Since(began).Seconds()
+	out["open_first_half_s"] = w.halfAt.Sub(began).Seconds()
+	out["open_second_half_s"] = time.Since(w.halfAt).Seconds()
 	if err := profiled(); err != nil {
 		return nil, err
 	}
@@ -147,7 +152,7 @@ func (w *watchRound) profileOpening(ctx context.Context) func() error {
 func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitGroup, after map[uuid.UUID]string) ([]*watcherState, error) {
 	states := make([]*watcherState, w.o.watchers)
 	bodies := make([]io.ReadCloser, w.o.watchers)
-	var next atomic.Int64
+	var next, opened atomic.Int64
 	var firstErr error
 	var mu sync.Mutex
 	var openers sync.WaitGroup
@@ -169,6 +174,9 @@ func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitG
 					return
 				}
 				bodies[i] = body
+				if opened.Add(1) == int64(max(w.o.watchers/2, 1)) {
+					w.halfAt = time.Now() // read after openers.Wait
+				}
 			}
 		})
 	}
