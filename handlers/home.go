@@ -119,7 +119,7 @@ func (v *ownRunsView) Render(ctx context.Context, shown, next stream.State) (str
 		if same {
 			var moved []store.RunListing
 			for i := range to {
-				if to[i].State != from[i].State {
+				if to[i].State != from[i].State || to[i].ChildrenEnded != from[i].ChildrenEnded {
 					moved = append(moved, to[i])
 				}
 			}

@@ -24,7 +24,8 @@ func (s *Store) OwnRunsOf(ctx context.Context, ownerID int64, limit int) (*OwnRu
 	if err != nil {
 		return nil, fmt.Errorf("store: own runs version: %w", err)
 	}
-	if l.Runs, err = s.SearchRuns(ctx, RunFilter{OwnerID: ownerID, Limit: limit}); err != nil {
+	// A request is listed once, as one request: its children are on its page.
+	if l.Runs, err = s.SearchRuns(ctx, RunFilter{OwnerID: ownerID, Roots: true, Limit: limit}); err != nil {
 		return nil, err
 	}
 	return &l, nil

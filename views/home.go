@@ -27,5 +27,16 @@ func RunRowID(id uuid.UUID) string { return "run-row-" + id.String() }
 
 // refundOf names a run in a list: what, for which item, then its state.
 func refundOf(r store.RunListing) string {
+	if r.IsParent() {
+		return "Refunds of " + store.FormatMoney(r.Amount, r.Currency) + " in all for " + countOf(r.Children, "order", "orders") + " — "
+	}
 	return "Refund of " + store.FormatMoney(r.Amount, r.Currency) + " for " + r.Item + " — "
+}
+
+// orderOf is a listed run's order, or its orders' count for a request.
+func orderOf(r store.RunListing) string {
+	if r.IsParent() {
+		return countOf(r.Children, "order", "orders")
+	}
+	return "Order #" + strconv.FormatInt(r.OrderID, 10)
 }

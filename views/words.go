@@ -105,12 +105,32 @@ func Words(p *store.Progress, viewer Viewer) Said {
 // knows the run's state, whether a cancel was asked for and whether the
 // provider declined it, which is all the status word needs.
 func ListWords(r store.RunListing) (status, tone string) {
+	if r.IsParent() {
+		return requestListWords(r)
+	}
 	p := store.Progress{Run: &r.Run, State: r.State, CancelRequested: r.CancelRequested()}
 	if r.Declined {
 		p.Operations = []store.Operation{{State: store.OpFailed}}
 	}
 	w := Words(&p, Viewer{})
 	return w.Status, w.Tone
+}
+
+// requestListWords is a listed request's status, from its children's ends:
+// it never says more was refunded than the ended children that were.
+func requestListWords(r store.RunListing) (status, tone string) {
+	n, ended, refunded := r.Children, r.ChildrenEnded, r.ChildrenRefunded
+	switch {
+	case ended < n:
+		return fmt.Sprintf("%d of %d refunds ended", ended, n), ToneWorking
+	case refunded == n:
+		return "Refunded", ToneGood
+	case refunded > 0:
+		return fmt.Sprintf("Partly refunded (%d of %d)", refunded, n), ToneGood
+	case r.State == store.StateCanceled:
+		return "Canceled", ToneNeutral
+	}
+	return "Not refunded", ToneBad
 }
 
 // statusWord is the run's state in a word or three: what runs now, in
