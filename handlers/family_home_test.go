@@ -31,7 +31,7 @@ func TestFamilyHome_OneRowPerRequest(t *testing.T) {
 				t.Errorf("the home list has a row of its own for child %d", child.Position)
 			}
 		}
-		return strings.Join(strings.Fields(doc.Find("#" + views.RunRowID(fam.Parent.ID)).Text()), " ")
+		return strings.Join(strings.Fields(doc.Find("#"+views.RunRowID(fam.Parent.ID)).Text()), " ")
 	}
 	if got := row(); !strings.Contains(got, "Refunds of €5.00 in all for three orders") || !strings.Contains(got, "0 of 3 refunds ended") ||
 		!strings.Contains(got, "three orders · requested") || strings.Contains(got, "#0") {
