@@ -108,7 +108,7 @@ type apiSnapshot struct {
 	FinalMessage *string        `json:"final_message"`
 	// Children, of a request, are its child runs' snapshots, in family
 	// order, read in the same transaction as the parent's.
-	Children []apiSnapshot `json:"children,omitempty"`
+	Children []apiChildSnapshot `json:"children,omitempty"`
 	// FamilyCursor, of a request, is the family cursor this snapshot
 	// covers (each run's covering_seq, the parent's first, joined by
 	// dots): its stream's ?after= to go on from here.
@@ -398,6 +398,18 @@ func (h *Handler) apiShowRun(c echo.Context) error {
 	return c.JSON(http.StatusOK, newAPISnapshot(snap, access))
 }
 
+// apiChildSnapshot is a child's snapshot in its request's: the child's
+// own snapshot, with what names it (id, state, order and amount) on top,
+// as a list of the children reads them.
+type apiChildSnapshot struct {
+	ID       uuid.UUID `json:"id"`
+	State    string    `json:"state"`
+	OrderID  int64     `json:"order_id"`
+	Amount   int64     `json:"amount"`
+	Currency string    `json:"currency"`
+	apiSnapshot
+}
+
 // newAPIFamilySnapshot is a request's snapshot with its children's, for
 // what the user may see of the family (the parent's access is the family's).
 func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access) any {
@@ -406,11 +418,12 @@ func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access) any {
 	if !ok {
 		return out
 	}
-	full.Children = make([]apiSnapshot, 0, len(fam.Children))
+	full.Children = make([]apiChildSnapshot, 0, len(fam.Children))
 	cursor := []string{strconv.FormatInt(full.CoveringSeq, 10)}
 	for _, c := range fam.Children {
 		if child, ok := newAPISnapshot(c, access).(apiSnapshot); ok {
-			full.Children = append(full.Children, child)
+			full.Children = append(full.Children, apiChildSnapshot{ID: c.Run.ID, State: c.Run.State,
+				OrderID: c.Run.OrderID, Amount: c.Run.Amount, Currency: c.Run.Currency, apiSnapshot: child})
 			cursor = append(cursor, strconv.FormatInt(child.CoveringSeq, 10))
 		}
 	}

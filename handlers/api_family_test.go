@@ -390,7 +390,12 @@ type familySnapshotJSON struct {
 	} `json:"run"`
 	CoveringSeq int64 `json:"covering_seq"`
 	Children    []struct {
-		Run struct {
+		// What names the child, beside its run (DESIGN.md's interface).
+		ID      uuid.UUID `json:"id"`
+		State   string    `json:"state"`
+		OrderID int64     `json:"order_id"`
+		Amount  int64     `json:"amount"`
+		Run     struct {
 			ID          uuid.UUID  `json:"id"`
 			State       string     `json:"state"`
 			ParentRunID *uuid.UUID `json:"parent_run_id"`
@@ -437,6 +442,9 @@ func TestAPIFamily_SnapshotHoldsEveryChild(t *testing.T) {
 			if ch.Run.ID != fam.Children[i].ID || ch.Run.ParentRunID == nil || *ch.Run.ParentRunID != fam.ID ||
 				ch.Run.OrderID != orders[i] || ch.Run.Amount != amounts[i] || ch.Run.State != childStates[i] {
 				t.Errorf("child %d = %+v, want %s of order %d in state %s", i+1, ch.Run, fam.Children[i].ID, orders[i], childStates[i])
+			}
+			if ch.ID != ch.Run.ID || ch.State != ch.Run.State || ch.OrderID != orders[i] || ch.Amount != amounts[i] {
+				t.Errorf("child %d is named %s %s order %d amount %d beside its run %+v", i+1, ch.ID, ch.State, ch.OrderID, ch.Amount, ch.Run)
 			}
 			if last := lastSeq(t, a.eventsOf(t, c, ch.Run.ID)); ch.CoveringSeq != last {
 				t.Errorf("child %d covering_seq = %d, want its last seq %d", i+1, ch.CoveringSeq, last)
