@@ -75,9 +75,10 @@ type Handler struct {
 	store    *store.Store
 	log      *slog.Logger
 	sessions *sessions.CookieStore
-	cookie   string         // the session cookie's name
-	engine   *stream.Engine // every event stream
-	ready    readiness      // /readyz's last check, shared by every probe
+	cookie   string          // the session cookie's name
+	verified verifiedCookies // session cookies already verified (streams)
+	engine   *stream.Engine  // every event stream
+	ready    readiness       // /readyz's last check, shared by every probe
 }
 
 // New builds the web server's handler with every route registered.
