@@ -98,11 +98,9 @@ func (s *Store) StartFamily(ctx context.Context, req FamilyRequest) (fam *Family
 		if err := checkStartRate(ctx, tx, req.OwnerID, req.RatePerMinute, len(req.Refunds)); err != nil {
 			return err
 		}
-		fam, err = s.insertFamily(ctx, tx, req, orders)
-		if err != nil {
+		if fam, created, err = s.insertFamily(ctx, tx, req, orders); err != nil || !created {
 			return err
 		}
-		created = true
 		return notifyWork(ctx, tx)
 	})
 	if err != nil {
@@ -119,22 +117,31 @@ func lockOrders(ctx context.Context, tx *txn, req FamilyRequest) (map[int64]Orde
 	for i, it := range req.Refunds {
 		ids[i] = it.OrderID
 	}
-	var rows []struct {
-		Order
+	// Lock first, then sum in a statement of its own: a statement reads
+	// the snapshot it began with, so a sum read with the lock would miss a
+	// start that committed while this one waited for it (as StartRun).
+	var rows []Order
+	if err := tx.SelectContext(ctx, &rows, `SELECT id, customer_id, amount, currency
+        FROM orders WHERE id = ANY($1) AND customer_id = $2 ORDER BY id FOR UPDATE`, pq.Array(ids), req.OwnerID); err != nil {
+		return nil, fmt.Errorf("store: lock orders: %w", err)
+	}
+	var sums []struct {
+		OrderID  int64 `db:"order_id"`
 		Reserved int64 `db:"reserved"`
 	}
-	if err := tx.SelectContext(ctx, &rows, `SELECT o.id, o.customer_id, o.amount, o.currency,
-        (SELECT COALESCE(sum(r.amount), 0) FROM runs r WHERE r.order_id = o.id AND r.state NOT IN ('failed', 'canceled')) AS reserved
-        FROM orders o WHERE o.id = ANY($1) ORDER BY o.id FOR UPDATE OF o`, pq.Array(ids)); err != nil {
-		return nil, fmt.Errorf("store: lock orders: %w", err)
+	if err := tx.SelectContext(ctx, &sums, `SELECT order_id, sum(amount) AS reserved FROM runs
+        WHERE order_id = ANY($1) AND state NOT IN ('failed', 'canceled') GROUP BY order_id`, pq.Array(ids)); err != nil {
+		return nil, fmt.Errorf("store: reserved amounts: %w", err)
+	}
+	reserved := map[int64]int64{}
+	for _, r := range sums {
+		reserved[r.OrderID] = r.Reserved
 	}
 	orders := map[int64]Order{}
 	currencies := map[string]bool{}
 	for _, o := range rows {
-		if o.CustomerID == req.OwnerID {
-			orders[o.ID] = o.Order
-			currencies[o.Currency] = true
-		}
+		orders[o.ID] = o
+		currencies[o.Currency] = true
 	}
 	for _, it := range req.Refunds {
 		o, ok := orders[it.OrderID]
@@ -142,13 +149,7 @@ func lockOrders(ctx context.Context, tx *txn, req FamilyRequest) (map[int64]Orde
 			// Someone else's order is answered like a missing one.
 			return nil, Errorf(CodeInvalid, "there is no order %d among your orders", it.OrderID)
 		}
-		var reserved int64
-		for _, r := range rows {
-			if r.ID == o.ID {
-				reserved = r.Reserved
-			}
-		}
-		if left := o.Amount - reserved; it.Amount > left {
+		if left := o.Amount - reserved[o.ID]; it.Amount > left {
 			return nil, Errorf(CodeInvalid, "the amount for order %d is more than what is still refundable on it (%s)", o.ID, FormatMoney(left, o.Currency))
 		}
 	}
@@ -163,11 +164,14 @@ func lockOrders(ctx context.Context, tx *txn, req FamilyRequest) (map[int64]Orde
 	return orders, nil
 }
 
-// insertFamily writes the parent, its children and their first events.
-func (s *Store) insertFamily(ctx context.Context, tx *txn, req FamilyRequest, orders map[int64]Order) (*Family, error) {
+// insertFamily writes the parent, its children and their first events;
+// created is false when a racing start with the same key (on other orders,
+// so no lock was shared) committed first: fam is then that family, or the
+// error is the conflict of another body.
+func (s *Store) insertFamily(ctx context.Context, tx *txn, req FamilyRequest, orders map[int64]Order) (*Family, bool, error) {
 	parentID, err := uuid.NewV7()
 	if err != nil {
-		return nil, fmt.Errorf("store: run id: %w", err)
+		return nil, false, fmt.Errorf("store: run id: %w", err)
 	}
 	var total int64
 	currency := orders[req.Refunds[0].OrderID].Currency
@@ -179,25 +183,32 @@ func (s *Store) insertFamily(ctx context.Context, tx *txn, req FamilyRequest, or
 	if err := tx.GetContext(ctx, fam.Parent, `
 INSERT INTO runs (id, kind, correlation_id, owner_id, amount, currency, reason, client_request_id, next_attempt_at)
 VALUES ($1, 'request', $1, $2, $3, $4, $5, $6, 'infinity')
-RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID); err != nil {
-		return nil, fmt.Errorf("store: start request: %w", err)
+ON CONFLICT (owner_id, client_request_id) WHERE parent_run_id IS NULL DO NOTHING
+RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID); errors.Is(err, sql.ErrNoRows) {
+		fam, err := existingFamily(ctx, tx, req)
+		if errors.Is(err, ErrNotFound) {
+			return nil, false, errors.New("store: start request: conflicting insert vanished")
+		}
+		return fam, false, err
+	} else if err != nil {
+		return nil, false, fmt.Errorf("store: start request: %w", err)
 	}
 	parentEvents := []NewEvent{EventOf(RunCreated{Amount: total, Currency: currency, Reason: req.Reason, Refunds: req.Refunds})}
 	for i, it := range req.Refunds {
 		id, err := uuid.NewV7()
 		if err != nil {
-			return nil, fmt.Errorf("store: run id: %w", err)
+			return nil, false, fmt.Errorf("store: run id: %w", err)
 		}
 		var c Run
 		if err := tx.GetContext(ctx, &c, `
 INSERT INTO runs (id, parent_run_id, correlation_id, position, owner_id, order_id, amount, currency, reason, client_request_id)
 VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9)
 RETURNING `+runColumns, id, parentID, i+1, req.OwnerID, it.OrderID, it.Amount, currency, req.Reason, req.ClientRequestID); err != nil {
-			return nil, fmt.Errorf("store: start child run: %w", err)
+			return nil, false, fmt.Errorf("store: start child run: %w", err)
 		}
 		evs, err := s.appendEvents(ctx, tx, c.ID, EventOf(RunCreated{OrderID: it.OrderID, Amount: it.Amount, Currency: currency, Reason: req.Reason}))
 		if err != nil {
-			return nil, err
+			return nil, false, err
 		}
 		c.LastSeq = evs[len(evs)-1].Seq
 		fam.Children = append(fam.Children, c)
@@ -205,10 +216,10 @@ RETURNING `+runColumns, id, parentID, i+1, req.OwnerID, it.OrderID, it.Amount, c
 	}
 	evs, err := s.appendEvents(ctx, tx, parentID, parentEvents...)
 	if err != nil {
-		return nil, err
+		return nil, false, err
 	}
 	fam.Parent.LastSeq = evs[len(evs)-1].Seq
-	return fam, nil
+	return fam, true, nil
 }
 
 // existingFamily finds the owner's root run with this client request ID

@@ -3,10 +3,15 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
+	"time"
+
+	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/store/storetest"
 )
 
 // family starts a request for the fixture's order and two more orders of
@@ -171,4 +176,77 @@ func fmtList(xs []string) string {
 		out += x
 	}
 	return out + "]"
+}
+
+// TestStartFamily_CountsAStartThatCommittedWhileItWaited: a family that
+// waited for an order's lock sees what the start holding it reserved.
+func TestStartFamily_CountsAStartThatCommittedWhileItWaited(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t) // the order paid 10000
+	ctx := context.Background()
+	tx, err := storetest.DB(t, f.s).BeginTxx(ctx, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := tx.Exec(`SELECT 1 FROM orders WHERE id = $1 FOR UPDATE`, f.order.ID); err != nil {
+		t.Fatal(err)
+	}
+	id := uuid.New()
+	if _, err := tx.Exec(`INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id)
+        VALUES ($1, $1, $2, $3, 8000, 'EUR', 'x', 'holder')`, id, f.customer.ID, f.order.ID); err != nil {
+		t.Fatal(err)
+	}
+	done := make(chan error, 1)
+	go func() {
+		_, _, err := f.s.StartFamily(ctx, store.FamilyRequest{OwnerID: f.customer.ID, ClientRequestID: "waiter", Reason: "late",
+			Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 5000}}})
+		done <- err
+	}()
+	time.Sleep(300 * time.Millisecond) // the family waits for the order's lock
+	if err := tx.Commit(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-done; !errors.Is(err, store.ErrInvalid) {
+		t.Fatalf("a family asking 5000 of what 8000 of 10000 left: %v, want refused", err)
+	}
+	if problems, err := f.s.Verify(ctx); err != nil || len(problems) > 0 {
+		t.Errorf("verify: %v %v", problems, err)
+	}
+}
+
+// TestStartFamily_SameKeyRacingOnOtherOrders: two requests with one key on
+// different orders share no lock; the second is answered as a repeat (the
+// same family) or a conflict, never an error of the database.
+func TestStartFamily_SameKeyRacingOnOtherOrders(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	other, err := f.s.CreateOrder(ctx, f.customer.ID, "Hat", 10000, "EUR")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for round := range 20 {
+		key := fmt.Sprintf("race-%d", round)
+		errs := make([]error, 2)
+		var wg sync.WaitGroup
+		for i, order := range []int64{f.order.ID, other.ID} {
+			wg.Go(func() {
+				_, _, errs[i] = f.s.StartFamily(ctx, store.FamilyRequest{OwnerID: f.customer.ID, ClientRequestID: key, Reason: "late",
+					Refunds: []store.RefundItem{{OrderID: order, Amount: 1}}})
+			})
+		}
+		wg.Wait()
+		ok := 0
+		for _, err := range errs {
+			switch {
+			case err == nil:
+				ok++
+			case !errors.Is(err, store.ErrIdempotencyConflict):
+				t.Fatalf("round %d: %v, want a family or a conflict", round, err)
+			}
+		}
+		if ok != 1 {
+			t.Fatalf("round %d: %d families started under one key, want 1 (%v)", round, ok, errs)
+		}
+	}
 }
