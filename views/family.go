@@ -191,7 +191,7 @@ func FamilyWords(parent *store.Run, children []*store.Progress, viewer Viewer) F
 		w.Status, w.Tone = "Partly refunded", ToneGood
 	case outcomes[store.OutcomeCanceled] == len(children):
 		w.Status, w.Tone = "Canceled", ToneNeutral
-	case outcomes[store.OutcomeFailed] > 0:
+	case outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0:
 		w.Status, w.Tone = "Not refunded", ToneBad
 	default:
 		w.Status, w.Tone = "Not refunded", ToneNeutral

@@ -75,6 +75,20 @@ func TestFamilyWords(t *testing.T) {
 	}
 }
 
+// TestFamilyWords_DeclinedIsBad: a request the provider declined (with a
+// cancel beside) is not refunded in the bad tone, as the home list shows it,
+// not in the neutral tone of a request its customer canceled.
+func TestFamilyWords_DeclinedIsBad(t *testing.T) {
+	parent := &store.Run{Currency: "EUR"}
+	w := views.FamilyWords(parent, []*store.Progress{
+		child(150, store.StateFailed, op(store.OpFailed, 150)),
+		child(100, store.StateCanceled),
+	}, views.Viewer{UserID: customerID})
+	if w.Status != "Not refunded" || w.Tone != views.ToneBad {
+		t.Errorf("got %q in tone %q, want Not refunded in %q", w.Status, w.Tone, views.ToneBad)
+	}
+}
+
 // TestFamilyStreamEvent: a refund's event redraws the request's words and
 // that refund's card, not the others; what the decisions show changes
 // (ActionsKey) only when a refund starts or stops waiting for an approver,
