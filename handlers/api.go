@@ -121,6 +121,9 @@ type apiStatusSnapshot struct {
 	Access       string         `json:"access"`
 	Run          apiStatusOfRun `json:"run"`
 	FinalMessage *string        `json:"final_message"`
+	// Children, of a request, are its child runs' states and outcomes,
+	// in family order: whoever may see the parent sees its children.
+	Children []apiStatusSnapshot `json:"children,omitempty"`
 }
 
 type apiStatusOfRun struct {
@@ -416,7 +419,11 @@ func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access) any {
 	out := newAPISnapshot(fam.Parent, access)
 	full, ok := out.(apiSnapshot)
 	if !ok {
-		return out
+		status := out.(apiStatusSnapshot)
+		for _, c := range fam.Children {
+			status.Children = append(status.Children, newAPISnapshot(c, access).(apiStatusSnapshot))
+		}
+		return status
 	}
 	full.Children = make([]apiChildSnapshot, 0, len(fam.Children))
 	cursor := []string{strconv.FormatInt(full.CoveringSeq, 10)}

@@ -539,6 +539,26 @@ func TestFamilyStream_LessAccessResetsEveryRun(t *testing.T) {
 	if m.Event != "status" || !strings.Contains(m.Data, fam.Children[1].ID.String()) || !strings.Contains(m.Data, `"state":"planning"`) {
 		t.Errorf("next = %q %s, want child 2's status (child 1's narration is not sent)", m.Event, m.Data)
 	}
+	// The request's JSON snapshot says as much: each child's state, so the
+	// API does not leave a status-only viewer at the parent's "created".
+	r := a.get(t, c, "/api/runs/"+fam.Parent.ID.String())
+	wantStatus(t, r, http.StatusOK)
+	var snap struct {
+		Access   string `json:"access"`
+		Children []struct {
+			Run struct {
+				ID    uuid.UUID `json:"id"`
+				State string    `json:"state"`
+			} `json:"run"`
+		} `json:"children"`
+	}
+	if err := json.Unmarshal([]byte(r.body), &snap); err != nil {
+		t.Fatal(err)
+	}
+	if snap.Access != "status" || len(snap.Children) != len(fam.Children) || snap.Children[1].Run.ID != fam.Children[1].ID ||
+		snap.Children[1].Run.State != store.StatePlanning {
+		t.Errorf("the status-only snapshot of the request: %s", r.body)
+	}
 }
 
 // TestFamilyPage_CancelTheRest: the request's owner cancels what goes on
