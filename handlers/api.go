@@ -62,6 +62,9 @@ type apiRun struct {
 	CreatedAt       time.Time     `json:"created_at"`
 	UpdatedAt       time.Time     `json:"updated_at"`
 	FinishedAt      *time.Time    `json:"finished_at"`
+	// CoveringSeq, in the answer to a family's start only, is the run's
+	// last seq as that answer read it: where its stream can go on from.
+	CoveringSeq *int64 `json:"covering_seq,omitempty"`
 	// Children, of a request just started, are its child runs in order.
 	Children []apiRun `json:"children,omitempty"`
 }
@@ -244,9 +247,11 @@ func (h *Handler) apiStartFamily(c echo.Context, u *store.User, key string, body
 		c.Response().Header().Set(echo.HeaderLocation, "/api/runs/"+fam.Parent.ID.String())
 	}
 	out := newAPIRun(fam.Parent)
+	out.CoveringSeq = &fam.Parent.LastSeq
 	out.Children = make([]apiRun, len(fam.Children))
 	for i := range fam.Children {
 		out.Children[i] = newAPIRun(&fam.Children[i])
+		out.Children[i].CoveringSeq = &fam.Children[i].LastSeq
 	}
 	return c.JSON(status, out)
 }

@@ -33,6 +33,7 @@ type familyJSON struct {
 		CorrelationID uuid.UUID  `json:"correlation_id"`
 		OrderID       int64      `json:"order_id"`
 		Amount        int64      `json:"amount"`
+		CoveringSeq   *int64     `json:"covering_seq"`
 	} `json:"children"`
 }
 
@@ -91,7 +92,7 @@ func TestAPIStartFamily(t *testing.T) {
 	}
 	for i, ch := range fam.Children {
 		if ch.Kind != "refund" || ch.ParentRunID == nil || *ch.ParentRunID != fam.ID || ch.CorrelationID != fam.ID ||
-			ch.OrderID != orders[i] || ch.Amount != amounts[i] {
+			ch.OrderID != orders[i] || ch.Amount != amounts[i] || ch.CoveringSeq == nil || *ch.CoveringSeq != 1 {
 			t.Errorf("child %d = %+v, want order %d, %d cents, under parent %s", i+1, ch, orders[i], amounts[i], fam.ID)
 		}
 	}
