@@ -148,14 +148,9 @@ func (m *familyMember) Event(ctx context.Context, ev store.Event, frames *stream
 // Recheck decides the family's access again, as a request for the parent
 // would (the engine asks the parent's member only, for the whole family).
 func (m *familyMember) Recheck(ctx context.Context) (int, error) {
-	now, signedOut, err := m.fs.h.recheckAccess(ctx, m.fs.cred)
-	switch {
-	case err != nil:
+	now, err := m.fs.h.streamAccess(ctx, m.fs.cred)
+	if err != nil {
 		return 0, err
-	case signedOut:
-		return 0, stream.SignedOut
-	case now == AccessNone:
-		return 0, stream.Denied
 	}
 	m.fs.access = now
 	return int(now), nil

@@ -186,7 +186,18 @@ func (r *runView) Event(ctx context.Context, ev store.Event, frames *stream.Fram
 // logged-out session or a revoked token no longer works) and decides their
 // access to the run again, as loadRun does for every request.
 func (r *runView) Recheck(ctx context.Context) (int, error) {
-	now, signedOut, err := r.h.recheckAccess(ctx, r.cred)
+	now, err := r.h.streamAccess(ctx, r.cred)
+	if err != nil {
+		return 0, err
+	}
+	r.access = now
+	return int(now), nil
+}
+
+// streamAccess decides a stream's access again through its credential:
+// the access now, or why the stream ends (SignedOut, Denied) as the error.
+func (h *Handler) streamAccess(ctx context.Context, cred store.StreamCredential) (Access, error) {
+	now, signedOut, err := h.recheckAccess(ctx, cred)
 	switch {
 	case err != nil:
 		return 0, err
@@ -195,8 +206,7 @@ func (r *runView) Recheck(ctx context.Context) (int, error) {
 	case now == AccessNone:
 		return 0, stream.Denied
 	}
-	r.access = now
-	return int(now), nil
+	return now, nil
 }
 
 func (r *runView) Closing(ctx context.Context, reason stream.Reason) ([]byte, error) {

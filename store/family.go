@@ -226,16 +226,11 @@ RETURNING `+runColumns, id, parentID, i+1, req.OwnerID, it.OrderID, it.Amount, c
 // and its children: ErrNotFound when there is none, ErrIdempotencyConflict
 // when it was started with another body.
 func existingFamily(ctx context.Context, tx *txn, req FamilyRequest) (*Family, error) {
-	var p Run
-	err := tx.GetContext(ctx, &p, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2 AND parent_run_id IS NULL`,
-		req.OwnerID, req.ClientRequestID)
-	if errors.Is(err, sql.ErrNoRows) {
-		return nil, ErrNotFound
-	}
+	p, err := rootByKey(ctx, tx, req.OwnerID, req.ClientRequestID)
 	if err != nil {
-		return nil, fmt.Errorf("store: find request by id: %w", err)
+		return nil, err
 	}
-	fam := &Family{Parent: &p}
+	fam := &Family{Parent: p}
 	if fam.Children, err = childrenOf(ctx, tx, p.ID); err != nil {
 		return nil, err
 	}
@@ -448,6 +443,18 @@ func familyStateSince(snap *Snapshot) time.Time {
 	return time.Time{}
 }
 
+// lockChildren locks a parent's children in ID order, the one order every
+// family write locks them in (before the parent, as a child's end does),
+// and returns them in family order.
+func lockChildren(ctx context.Context, tx *txn, parentID uuid.UUID) ([]Run, error) {
+	var kids []Run
+	if err := tx.SelectContext(ctx, &kids, `SELECT `+runColumns+` FROM runs WHERE parent_run_id = $1 ORDER BY id FOR UPDATE`, parentID); err != nil {
+		return nil, fmt.Errorf("store: lock children: %w", err)
+	}
+	slices.SortFunc(kids, func(a, b Run) int { return cmp.Compare(a.Position, b.Position) })
+	return kids, nil
+}
+
 // FamilyDecision is what a cancel of a whole family did: the parent's
 // outcome and each child's, in family order.
 type FamilyDecision struct {
@@ -468,11 +475,10 @@ func (s *Store) CancelFamily(ctx context.Context, parentID uuid.UUID, byUserID i
 	var fd FamilyDecision
 	err := s.inTx(ctx, func(tx *txn) error {
 		fd = FamilyDecision{}
-		var kids []Run
-		if err := tx.SelectContext(ctx, &kids, `SELECT `+runColumns+` FROM runs WHERE parent_run_id = $1 ORDER BY id FOR UPDATE`, parentID); err != nil {
-			return fmt.Errorf("store: lock children: %w", err)
+		kids, err := lockChildren(ctx, tx, parentID)
+		if err != nil {
+			return err
 		}
-		slices.SortFunc(kids, func(a, b Run) int { return cmp.Compare(a.Position, b.Position) })
 		parent := &Run{}
 		if err := tx.GetContext(ctx, parent, lockRunSQL, parentID); errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound

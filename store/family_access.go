@@ -1,6 +1,6 @@
 package store
 
-// Access follows the family (DESIGN.md rule 17): whoever may see a
+// Access follows the family (README's "Families"): whoever may see a
 // family's parent sees its children, and no more. An approver sees a run
 // that asked for an approval; in a family, every run of it is seen when
 // any of its runs asked, so the parent's page and each child's agree.

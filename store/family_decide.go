@@ -1,7 +1,6 @@
 package store
 
 import (
-	"cmp"
 	"context"
 	"database/sql"
 	"errors"
@@ -29,11 +28,10 @@ func (s *Store) ApproveFamily(ctx context.Context, parentID uuid.UUID, approverI
 	var fd FamilyDecision
 	err := s.inTx(ctx, func(tx *txn) error {
 		fd = FamilyDecision{}
-		var kids []Run
-		if err := tx.SelectContext(ctx, &kids, `SELECT `+runColumns+` FROM runs WHERE parent_run_id = $1 ORDER BY id FOR UPDATE`, parentID); err != nil {
-			return fmt.Errorf("store: lock children: %w", err)
+		kids, err := lockChildren(ctx, tx, parentID)
+		if err != nil {
+			return err
 		}
-		slices.SortFunc(kids, func(a, b Run) int { return cmp.Compare(a.Position, b.Position) })
 		parent, err := getRun(ctx, tx, parentID)
 		if err != nil {
 			return err

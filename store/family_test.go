@@ -60,7 +60,7 @@ func TestStartFamily_OneTransactionOneKey(t *testing.T) {
 			t.Errorf("parent event %s: correlation %s, parent %v", ev.Type, ev.CorrelationID, ev.ParentRunID)
 		}
 	}
-	if want := "[run.created child.started child.started child.started]"; fmtList(types) != want {
+	if want := "[run.created child.started child.started child.started]"; fmt.Sprint(types) != want {
 		t.Errorf("parent log %v, want %s", types, want)
 	}
 	child, err := f.s.EventsAfter(ctx, fam.Children[1].ID, 0, 10)
@@ -167,17 +167,6 @@ func TestFamily_ParentEndsWithItsLastChild(t *testing.T) {
 	}
 }
 
-func fmtList(xs []string) string {
-	out := "["
-	for i, x := range xs {
-		if i > 0 {
-			out += " "
-		}
-		out += x
-	}
-	return out + "]"
-}
-
 // TestStartFamily_CountsAStartThatCommittedWhileItWaited: a family that
 // waited for an order's lock sees what the start holding it reserved.
 func TestStartFamily_CountsAStartThatCommittedWhileItWaited(t *testing.T) {
@@ -202,7 +191,22 @@ func TestStartFamily_CountsAStartThatCommittedWhileItWaited(t *testing.T) {
 			Refunds: []store.RefundItem{{OrderID: f.order.ID, Amount: 5000}}})
 		done <- err
 	}()
-	time.Sleep(300 * time.Millisecond) // the family waits for the order's lock
+	// Commit once the family waits for the order's lock (a deadline, not a
+	// sleep: it may take a loaded machine a while to get there).
+	for deadline := time.Now().Add(10 * time.Second); ; {
+		var waiting int
+		if err := storetest.DB(t, f.s).GetContext(ctx, &waiting, `SELECT count(*) FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock'`); err != nil {
+			t.Fatal(err)
+		}
+		if waiting > 0 {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("the family never waited for the order's lock")
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
 	if err := tx.Commit(); err != nil {
 		t.Fatal(err)
 	}

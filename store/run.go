@@ -232,18 +232,29 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 // when there is none, ErrIdempotencyConflict when that run was started with
 // other parameters.
 func existingRun(ctx context.Context, tx *txn, req StartRequest) (*Run, error) {
+	r, err := rootByKey(ctx, tx, req.OwnerID, req.ClientRequestID)
+	if err != nil {
+		return nil, err
+	}
+	if r.OrderID != req.OrderID || r.Amount != req.Amount || r.Reason != req.Reason {
+		return nil, Errorf(CodeIdempotencyConflict,
+			"this request ID was already used for a different refund request (order %d, %s)", r.OrderID, FormatMoney(r.Amount, r.Currency))
+	}
+	return r, nil
+}
+
+// rootByKey finds the owner's root run (a lone run or a request) with this
+// client request ID, or ErrNotFound: a key names one request, whatever it
+// started.
+func rootByKey(ctx context.Context, tx *txn, ownerID int64, key string) (*Run, error) {
 	var r Run
 	err := tx.GetContext(ctx, &r, `SELECT `+runColumns+` FROM runs WHERE owner_id = $1 AND client_request_id = $2 AND parent_run_id IS NULL`,
-		req.OwnerID, req.ClientRequestID)
+		ownerID, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("store: find run by request id: %w", err)
-	}
-	if r.OrderID != req.OrderID || r.Amount != req.Amount || r.Reason != req.Reason {
-		return nil, Errorf(CodeIdempotencyConflict,
-			"this request ID was already used for a different refund request (order %d, %s)", r.OrderID, FormatMoney(r.Amount, r.Currency))
 	}
 	return &r, nil
 }

@@ -8,7 +8,7 @@ import (
 	"github.com/refundd/refundd/store"
 )
 
-// A family (a request's parent run and its children, DESIGN.md rule 17) is
+// A family (a request's parent run and its children, README's "Families") is
 // watched over one stream that carries every run's log: each run is a
 // logFeed of its own, with its own cursor, tail and resets, so nothing is
 // ordered across the runs and an expired cursor resets only its run.
