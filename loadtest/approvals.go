@@ -127,9 +127,9 @@ func waitState(ctx context.Context, c *apiClient, id, state string) error {
 }
 
 // approveWatched opens n API streams on the run from its current end,
-// lets them settle, approves it as approver, and returns how long the POST took and, for
-// each watcher that heard approval.granted within 10 s, how long after
-// the POST was sent (ms).
+// lets them settle, approves it as approver, and returns how long the
+// POST took and, for each watcher that heard approval.granted within 10 s,
+// how long after the POST was sent (ms).
 func approveWatched(ctx context.Context, customer, approver *apiClient, id string, n int, settle time.Duration) (post float64, heard []float64, err error) {
 	var snap struct {
 		CoveringSeq int64 `json:"covering_seq"`
@@ -143,21 +143,33 @@ func approveWatched(ctx context.Context, customer, approver *apiClient, id strin
 	if err != nil {
 		return 0, nil, err
 	}
+	// Each watcher goes on watching after the approval, as a person does
+	// (the run goes on: the worker's events reach them too), until every
+	// watcher heard it or 10 s passed: none hangs up in the middle of the
+	// fan-out.
 	at := make([]time.Time, n)
-	var readers sync.WaitGroup
+	var readers, hearing sync.WaitGroup
+	hearing.Add(n)
 	for i, body := range bodies {
 		readers.Go(func() {
 			defer body.Close()
+			heard := false
 			_ = readSSE(body, func(m sseMessage) bool {
+				if heard {
+					return true
+				}
 				var ev struct {
 					Type string `json:"type"`
 				}
 				if json.Unmarshal(m.data, &ev) == nil && ev.Type == "approval.granted" {
-					at[i] = time.Now()
-					return false
+					at[i], heard = time.Now(), true
+					hearing.Done()
 				}
 				return true
 			})
+			if !heard {
+				hearing.Done()
+			}
 		})
 	}
 	// People watch a run that waits for an approver for a while before
@@ -173,6 +185,8 @@ func approveWatched(ctx context.Context, customer, approver *apiClient, id strin
 	post = ms(time.Since(t0))
 	stop := time.AfterFunc(10*time.Second, cancel)
 	defer stop.Stop()
+	hearing.Wait()
+	cancel()
 	readers.Wait()
 	for _, t := range at {
 		if !t.IsZero() {

@@ -97,8 +97,16 @@ type Decider struct {
 const MaxDecisionReasonLen = 500
 
 // DeciderOf reads who decided from an approval.granted or cancel.requested
-// event; nil for another event, or one that names no one.
+// event; nil for another event, or one that names no one. The Decider may
+// be shared with every other reader of the event: it is read-only.
 func DeciderOf(ev Event) *Decider {
+	if ev.facts != nil {
+		return ev.facts.decider
+	}
+	return deciderOf(ev)
+}
+
+func deciderOf(ev Event) *Decider {
 	var (
 		by  DecidedBy
 		err error

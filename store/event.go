@@ -31,6 +31,30 @@ type Event struct {
 	Class         string          `db:"class" json:"class"`
 	Payload       json.RawMessage `db:"payload" json:"payload"`
 	CreatedAt     time.Time       `db:"created_at" json:"created_at"`
+
+	// facts is what views read from the payload, decoded once when the
+	// streams read the event (EventsAfter): a thousand watchers of one
+	// approval share one decoding. nil: decoded where asked.
+	facts *eventFacts
+}
+
+// eventFacts is what of an event's payload Progress reads. Shared by
+// every copy of the event: never written after decodeFacts.
+type eventFacts struct {
+	decider *Decider // DeciderOf
+	attempt int      // a step.attempt's Attempt
+}
+
+// decodeFacts decodes, for the event types whose payload Progress reads,
+// what it reads.
+func (ev *Event) decodeFacts() {
+	switch ev.Type {
+	case EventApprovalGranted, EventCancelRequested:
+		ev.facts = &eventFacts{decider: deciderOf(*ev)}
+	case EventStepAttempt:
+		pl, _ := PayloadOf[StepAttempt](*ev)
+		ev.facts = &eventFacts{attempt: pl.Attempt}
+	}
 }
 
 const eventColumns = `run_id, parent_run_id, correlation_id, seq, event_id, type, class, payload, created_at`
@@ -219,8 +243,10 @@ func (s *Store) EventsAfter(ctx context.Context, runID uuid.UUID, cursor int64, 
 		if !seq.Valid {
 			continue
 		}
-		out = append(out, Event{RunID: runIDs.UUID, ParentRunID: parentID, CorrelationID: correlationID.UUID, Seq: seq.Int64, EventID: eventID.UUID, Type: typ.String,
-			Class: class.String, Payload: json.RawMessage(payload), CreatedAt: createdAt.Time})
+		ev := Event{RunID: runIDs.UUID, ParentRunID: parentID, CorrelationID: correlationID.UUID, Seq: seq.Int64, EventID: eventID.UUID, Type: typ.String,
+			Class: class.String, Payload: json.RawMessage(payload), CreatedAt: createdAt.Time}
+		ev.decodeFacts()
+		out = append(out, ev)
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("store: events after: %w", err)

@@ -203,8 +203,17 @@ func (p *Progress) note(ev Event) {
 	case EventApprovalGranted:
 		p.ApprovedBy = DeciderOf(ev)
 	case EventStepAttempt:
-		if pl, err := PayloadOf[StepAttempt](ev); err == nil && pl.Attempt > 1 && ev.Seq > p.RestartSeq {
+		if attemptOf(ev) > 1 && ev.Seq > p.RestartSeq {
 			p.RestartSeq = ev.Seq
 		}
 	}
+}
+
+// attemptOf is a step.attempt event's Attempt (0 if unreadable).
+func attemptOf(ev Event) int {
+	if ev.facts != nil {
+		return ev.facts.attempt
+	}
+	pl, _ := PayloadOf[StepAttempt](ev)
+	return pl.Attempt
 }
