@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -19,7 +20,10 @@ type sseWriter struct {
 	w       http.ResponseWriter
 	rc      atomic.Pointer[http.ResponseController]
 	timeout time.Duration
-	buf     bytes.Buffer
+	// buf holds what is framed and not yet written: taken from a pool at
+	// the first frame and given back once written (nil: nothing pending),
+	// so an idle stream holds no buffer and a fan-out allocates none.
+	buf *bytes.Buffer
 	// conn is the connection once detach took it from the server: writes
 	// then go to it directly, in HTTP/1.1 chunks. detached is the same,
 	// for abort, which another goroutine may call.
@@ -72,7 +76,7 @@ func beginStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 // retry tells the browser how long to wait before it reconnects; the last
 // hint it got wins.
 func (w *sseWriter) retry(d time.Duration) {
-	w.buf.WriteString("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n")
+	w.out().WriteString("retry: " + strconv.FormatInt(d.Milliseconds(), 10) + "\n\n")
 }
 
 // message frames one event whose id is a seq; id < 0 sends no id (the
@@ -88,28 +92,33 @@ func (w *sseWriter) message(event string, id int64, data []byte) {
 // event frames one event: every line of data gets its own data: field; an
 // empty id sends none.
 func (w *sseWriter) event(event, id string, data []byte) {
+	b := w.out()
 	if event != "" {
-		w.buf.WriteString("event: " + event + "\n")
+		b.WriteString("event: ")
+		b.WriteString(event)
+		b.WriteByte('\n')
 	}
 	if id != "" {
-		w.buf.WriteString("id: " + id + "\n")
+		b.WriteString("id: ")
+		b.WriteString(id)
+		b.WriteByte('\n')
 	}
 	if bytes.IndexByte(data, '\r') >= 0 { // copies: data may be shared (Frames)
 		data = bytes.ReplaceAll(data, []byte("\r\n"), []byte("\n"))
 		data = bytes.ReplaceAll(data, []byte("\r"), []byte("\n"))
 	}
 	for line := range bytes.SplitSeq(data, []byte("\n")) {
-		w.buf.WriteString("data: ")
-		w.buf.Write(line)
-		w.buf.WriteByte('\n')
+		b.WriteString("data: ")
+		b.Write(line)
+		b.WriteByte('\n')
 	}
-	w.buf.WriteByte('\n')
+	b.WriteByte('\n')
 }
 
-func (w *sseWriter) comment(text string) { w.buf.WriteString(": " + text + "\n\n") }
+func (w *sseWriter) comment(text string) { w.out().WriteString(": " + text + "\n\n") }
 
 func (w *sseWriter) flush() error {
-	if w.buf.Len() == 0 {
+	if w.pending() == 0 {
 		return nil
 	}
 	if w.conn != nil {
@@ -144,17 +153,35 @@ func (w *sseWriter) abort() {
 	}
 }
 
-// reset empties the buffer, and lets a large one go: an idle stream holds
-// only what a heartbeat needs.
+// reset gives the written buffer back to the pool; one grown past
+// maxPooledChunk (a long replay's) is let go.
 func (w *sseWriter) reset() {
-	if w.buf.Cap() > keptBuffer {
-		w.buf = bytes.Buffer{}
-		return
+	if b := w.buf; b != nil {
+		w.buf = nil
+		if b.Cap() <= maxPooledChunk {
+			b.Reset()
+			frameBuffers.Put(b)
+		}
 	}
-	w.buf.Reset()
 }
 
-const keptBuffer = 512
+// out is the buffer frames are written into.
+func (w *sseWriter) out() *bytes.Buffer {
+	if w.buf == nil {
+		w.buf = frameBuffers.Get().(*bytes.Buffer)
+	}
+	return w.buf
+}
+
+// pending is how many framed bytes wait to be written.
+func (w *sseWriter) pending() int {
+	if w.buf == nil {
+		return 0
+	}
+	return w.buf.Len()
+}
+
+var frameBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // detach takes the connection from the HTTP server (http.Hijacker), after
 // the response's head and first chunks were sent through it, so that the
@@ -164,7 +191,7 @@ const keptBuffer = 512
 // ends the body; an HTTP/1.0 one is written as it is. nil: the response cannot be taken over (a recorder, HTTP/2); the
 // stream is served by the handler as before.
 func (w *sseWriter) detach() net.Conn {
-	if w.buf.Len() > 0 {
+	if w.pending() > 0 {
 		return nil
 	}
 	conn, brw, err := w.rc.Load().Hijack()
@@ -186,28 +213,41 @@ func (w *sseWriter) detach() net.Conn {
 // flushChunk writes the buffer as one HTTP/1.1 chunk (HTTP/1.0: as it
 // is) with the write deadline.
 func (w *sseWriter) flushChunk() error {
-	// One write, one system call: the connection is wrapped (the caps'
-	// counting), so net.Buffers would not use writev.
-	n := w.buf.Len()
-	var chunk []byte
-	if w.close1_0 {
-		chunk = append(make([]byte, 0, n), w.buf.Bytes()...)
-	} else {
-		chunk = strconv.AppendInt(make([]byte, 0, n+24), int64(n), 16)
-		chunk = append(chunk, '\r', '\n')
-		chunk = append(chunk, w.buf.Bytes()...)
-		chunk = append(chunk, '\r', '\n')
-	}
-	w.reset()
 	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
 		return err
 	}
-	if _, err := w.conn.Write(chunk); err != nil {
+	var err error
+	if w.close1_0 {
+		_, err = w.conn.Write(w.buf.Bytes())
+	} else {
+		// One write, one system call: the connection is wrapped (the
+		// caps' counting), so net.Buffers would not use writev. The
+		// chunk is framed in a pooled buffer: a fan-out to a thousand
+		// streams allocates none.
+		p := chunks.Get().(*[]byte)
+		chunk := strconv.AppendInt((*p)[:0], int64(w.buf.Len()), 16)
+		chunk = append(chunk, '\r', '\n')
+		chunk = append(chunk, w.buf.Bytes()...)
+		chunk = append(chunk, '\r', '\n')
+		_, err = w.conn.Write(chunk)
+		if cap(chunk) <= maxPooledChunk {
+			*p = chunk
+			chunks.Put(p)
+		}
+	}
+	w.reset()
+	if err != nil {
 		return err
 	}
 	// Cleared, or its timer would fire for nothing on every idle stream.
 	return w.conn.SetWriteDeadline(time.Time{})
 }
+
+// chunks holds the buffers flushChunk frames chunks in; one larger than
+// maxPooledChunk is let go.
+var chunks = sync.Pool{New: func() any { return new([]byte) }}
+
+const maxPooledChunk = 64 << 10
 
 // finish ends a detached stream's body (the last chunk; HTTP/1.0's ends
 // with the connection), best effort.
@@ -215,7 +255,7 @@ func (w *sseWriter) finish() {
 	if w.conn == nil {
 		return
 	}
-	if w.buf.Len() > 0 {
+	if w.pending() > 0 {
 		_ = w.flushChunk()
 	}
 	if w.close1_0 {
