@@ -136,8 +136,11 @@ func (o *registry) add(s *Sub) Refused {
 	if len(o.subs) == 1 {
 		// The first stream starts the re-check loop; the last stops it, so
 		// a process without streams holds no goroutine for them.
-		o.idle = make(chan struct{})
-		o.wg.Go(func() { o.recheckLoop(o.idle) })
+		// The loop's own channel: o.idle is a later loop's once this
+		// one is stopped, and the goroutine may start after that.
+		idle := make(chan struct{})
+		o.idle = idle
+		o.wg.Go(func() { o.recheckLoop(idle) })
 	}
 	return ""
 }
