@@ -91,6 +91,11 @@ type Config struct {
 	// streams' log reads and their wake-ups) besides. Processes × both
 	// must fit PostgreSQL's max_connections.
 	DBPoolSize, DBStreamPoolSize int
+	// GOGC: Go's own setting, read here for refundd's default of 400 (Go's
+	// is 100): a server's garbage is mostly per request while what it
+	// keeps, its open streams, grows slowly, and at 100 a reconnect wave
+	// spent a quarter of its CPU collecting. -1 is "off", as in Go.
+	GCPercent int
 	// MAX_CONNECTIONS: the HTTP connections the web server holds at once;
 	// past it new ones wait to be accepted. Default: the open-file limit
 	// less a reserve for the database pool, the listener and files.
@@ -260,6 +265,18 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 	c.NarrationPace = atLeast(env, p, "NARRATION_PACE", 40*time.Millisecond, 0)
 	c.DBPoolSize = count(env, p, "DB_POOL_SIZE", store.DefaultPoolSize)
 	c.DBStreamPoolSize = count(env, p, "DB_STREAM_POOL_SIZE", store.DefaultStreamPoolSize)
+	switch v := env("GOGC"); v {
+	case "":
+		c.GCPercent = 400
+	case "off":
+		c.GCPercent = -1
+	default:
+		if n, err := strconv.Atoi(v); err == nil && n >= 1 {
+			c.GCPercent = n
+		} else {
+			p.add("GOGC must be a whole number of at least 1 such as 400, or off, got %q", v)
+		}
+	}
 	c.RevokedAccess = strings.ToLower(cmp.Or(env("REVOKED_ACCESS"), "status"))
 	if c.RevokedAccess != "status" && c.RevokedAccess != "none" {
 		p.add("REVOKED_ACCESS must be status or none, got %q", c.RevokedAccess)

@@ -33,6 +33,7 @@ func TestLoadConfig_Defaults(t *testing.T) {
 		{"WorkerSlots", c.WorkerSlots, 8},
 		{"NarrationPace", c.NarrationPace, 40 * time.Millisecond},
 		{"DBPoolSize", c.DBPoolSize, 16},
+		{"GCPercent", c.GCPercent, 400},
 		{"ModelBaseURL", c.ModelBaseURL, ""},
 		{"LogLevel", c.LogLevel, slog.LevelInfo},
 		{"LogFormat", c.LogFormat, "text"},
@@ -57,12 +58,13 @@ func TestLoadConfig_Values(t *testing.T) {
 		"MODEL_NAME":     "small",
 		"LOG_LEVEL":      "debug",
 		"LOG_FORMAT":     "JSON",
+		"GOGC":           "off",
 	}
 	c, err := LoadConfig(func(k string) string { return env[k] })
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !c.CookieSecure || c.ReplayWindow != time.Hour || c.LogLevel != slog.LevelDebug || c.LogFormat != "json" ||
+	if !c.CookieSecure || c.GCPercent != -1 || c.ReplayWindow != time.Hour || c.LogLevel != slog.LevelDebug || c.LogFormat != "json" ||
 		c.ProviderURL != "https://pay.example.com" || c.Addr != ":9000" || c.HealthAddr != "127.0.0.1:9001" {
 		t.Errorf("config = %+v", c)
 	}
@@ -88,6 +90,7 @@ func TestLoadConfig_BadValues(t *testing.T) {
 		{"negative pace", "NARRATION_PACE", "-1ms", "NARRATION_PACE must be a duration"},
 		{"pace without unit", "NARRATION_PACE", "40", "NARRATION_PACE must be a duration"},
 		{"zero pool", "DB_POOL_SIZE", "0", "DB_POOL_SIZE must be a whole number of at least 1"},
+		{"gc percent", "GOGC", "lots", "GOGC must be a whole number of at least 1"},
 		{"model alone", "MODEL_BASE_URL", "http://m/v1", "MODEL_NAME must be set together"},
 		{"log level", "LOG_LEVEL", "loud", "LOG_LEVEL"},
 		{"log format", "LOG_FORMAT", "xml", "LOG_FORMAT"},

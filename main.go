@@ -13,6 +13,7 @@ import (
 	"log/slog"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/refundd/refundd/internal/devdb"
@@ -61,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "refundd: %v\n", err)
 		return 2
 	}
+	debug.SetGCPercent(cfg.GCPercent)
 	logger := newLogger(cfg, stderr)
 
 	switch name {

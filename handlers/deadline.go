@@ -9,6 +9,7 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"strconv"
 	"sync"
 	"time"
 
@@ -127,59 +128,74 @@ func (b *bufferedResponse) copyTo(res *echo.Response) error {
 // gets the 503 and Retry-After every other request gets, instead of
 // hanging without headers. The stream itself is not bounded: once its
 // handler begins the response, it is the handler's for as long as the
-// client watches. As in deadline, the handler runs in a goroutine of its
-// own with a context of its own, and a late one finds its response gone.
+// client watches.
+//
+// Unlike deadline, the handler runs in the request's own goroutine, with
+// echo's own context: opening streams is the busy path of a restart's
+// reconnect wave, and a goroutine, context and request of its own per open
+// cost it a third of its garbage. Its writes go through a gate instead; if
+// the deadline passes first, a timer answers on the connection, whole
+// (Content-Length, Connection: close), so the client has its 503 while the
+// handler is still stuck, and the handler, when it comes back, finds its
+// response gone.
 //
 // The request's context gets no deadline: it is what tells an open stream
 // that its client went away.
 func (h *Handler) streamDeadline(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
+	return func(c echo.Context) (err error) {
 		res := c.Response()
-		gate := &gatedResponse{w: res.Writer, header: res.Header().Clone()}
-		// A copy of the request: the session store writes its own into it.
-		req := c.Request()
-		inner := c.Echo().NewContext(req.WithContext(req.Context()), gate)
-		inner.SetPath(c.Path())
-		inner.SetParamNames(c.ParamNames()...)
-		inner.SetParamValues(c.ParamValues()...)
-		type result struct {
-			err      error
-			panicked any
-		}
-		done := make(chan result, 1)
-		go func() {
-			defer func() {
-				if p := recover(); p != nil {
-					done <- result{panicked: p}
-				}
-			}()
-			done <- result{err: next(inner)}
-		}()
-		timer := time.NewTimer(h.cfg.RequestTimeout)
-		defer timer.Stop()
-		var r result
-		select {
-		case r = <-done:
-		case <-timer.C:
+		w := res.Writer
+		gate := &gatedResponse{w: w, header: res.Header().Clone()}
+		// The timer's own copy: the session store writes its own into *req.
+		req, path := *c.Request(), c.Path()
+		answered := make(chan struct{})
+		timer := time.AfterFunc(h.cfg.RequestTimeout, func() {
+			defer close(answered)
 			if gate.expire() {
-				return fmt.Errorf("stream not opened within %s: %w", h.cfg.RequestTimeout, context.DeadlineExceeded)
+				h.answerLate(c.Echo(), &req, path, w)
 			}
-			// The stream began in time; it is its handler's now.
-			r = <-done
-		}
-		if r.panicked != nil {
-			panic(r.panicked)
-		}
-		if u := inner.Get(ctxUser); u != nil {
-			c.Set(ctxUser, u)
-		}
-		if status, begun := gate.begun(); begun {
-			// The error handler must not answer on top of it.
-			res.Status, res.Committed = status, true
-		} else {
-			maps.Copy(res.Header(), gate.header)
-		}
-		return r.err
+		})
+		res.Writer = gate
+		defer func() {
+			res.Writer = w
+			if !timer.Stop() {
+				<-answered
+			}
+			status, state := gate.decided()
+			switch {
+			case state == gateExpired:
+				// Answered by the timer, which logged why; what the
+				// handler met since is its own.
+				res.Status, res.Committed, err = http.StatusServiceUnavailable, true, nil
+			case state == gateHandler && !res.Committed:
+				// Hijacked without a header written through echo: the
+				// error handler must not answer on top of it.
+				res.Status, res.Committed = status, true
+			case state == 0:
+				// The error's answer carries what the handler set.
+				maps.Copy(w.Header(), gate.header)
+			}
+		}()
+		return next(c)
+	}
+}
+
+// answerLate answers 503 for a stream whose handler is stuck past the
+// deadline, from a context of its own (the handler still has echo's).
+func (h *Handler) answerLate(e *echo.Echo, req *http.Request, path string, w http.ResponseWriter) {
+	buf := &bufferedResponse{header: w.Header()}
+	ec := e.NewContext(req, buf)
+	ec.SetPath(path)
+	h.handleError(fmt.Errorf("stream not opened within %s: %w", h.cfg.RequestTimeout, context.DeadlineExceeded), ec)
+	if buf.status == 0 {
+		return
+	}
+	w.Header().Set(echo.HeaderContentLength, strconv.Itoa(buf.body.Len()))
+	w.Header().Set(echo.HeaderConnection, "close")
+	w.WriteHeader(buf.status)
+	// A client gone by now has nobody to tell.
+	if _, err := w.Write(buf.body.Bytes()); err == nil {
+		_ = http.NewResponseController(w).Flush()
 	}
 }
 
@@ -224,10 +240,12 @@ func (g *gatedResponse) expire() bool {
 	return g.state == gateExpired
 }
 
-func (g *gatedResponse) begun() (int, bool) {
+// decided says who has the response: 0 (nobody yet), gateHandler (with the
+// status it began) or gateExpired.
+func (g *gatedResponse) decided() (status, state int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	return g.status, g.state == gateHandler
+	return g.status, g.state
 }
 
 func (g *gatedResponse) Header() http.Header { return g.header }

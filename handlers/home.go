@@ -72,7 +72,7 @@ func (h *Handler) streamOwnRuns(c echo.Context) error {
 	}
 	sc := h.engine.NewConn(c, u.ID)
 	defer sc.End()
-	if refused := sc.AddState("run list", g.cred, cursorParam(c.Request()), &ownRunsView{roleGate: g, ownerID: u.ID}); refused != "" {
+	if refused := sc.AddState("run list", g.cred, cursorParam(c), &ownRunsView{roleGate: g, ownerID: u.ID}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()

@@ -17,16 +17,6 @@ func (h *Handler) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			c.Error(err)
 		}
 		req, res := c.Request(), c.Response()
-		attrs := []any{
-			"method", req.Method,
-			"path", req.URL.Path,
-			"status", res.Status,
-			"bytes", res.Size,
-			"duration", time.Since(start),
-		}
-		if u := currentUser(c); u != nil {
-			attrs = append(attrs, "user_id", u.ID)
-		}
 		level := slog.LevelInfo
 		switch {
 		case res.Status >= 500:
@@ -40,6 +30,21 @@ func (h *Handler) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 			// stream is handed over, not when it ends. The engine logs
 			// streams that end abnormally; /metrics counts the open ones.
 			level = slog.LevelDebug
+		}
+		if !h.log.Enabled(req.Context(), level) {
+			// Most lines of a busy server are streams that opened: their
+			// attributes are not built to be thrown away.
+			return nil
+		}
+		attrs := []any{
+			"method", req.Method,
+			"path", req.URL.Path,
+			"status", res.Status,
+			"bytes", res.Size,
+			"duration", time.Since(start),
+		}
+		if u := currentUser(c); u != nil {
+			attrs = append(attrs, "user_id", u.ID)
 		}
 		h.log.Log(req.Context(), level, "http", attrs...)
 		return nil

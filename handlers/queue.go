@@ -58,7 +58,7 @@ func (h *Handler) streamQueue(c echo.Context) error {
 	}
 	sc := h.engine.NewConn(c, currentUser(c).ID)
 	defer sc.End()
-	if refused := sc.AddState("approval queue", g.cred, cursorParam(c.Request()), &queueView{roleGate: g, start: start, viewer: currentUser(c).ID}); refused != "" {
+	if refused := sc.AddState("approval queue", g.cred, cursorParam(c), &queueView{roleGate: g, start: start, viewer: currentUser(c).ID}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()

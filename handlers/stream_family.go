@@ -44,7 +44,7 @@ func (h *Handler) serveFamilyStream(c echo.Context, f streamFormat, run *store.R
 		return err
 	}
 	snaps := append([]*store.Snapshot{fs.Parent}, fs.Children...)
-	cursors, err := stream.ParseFamilyCursor(cursorParam(c.Request()), len(snaps))
+	cursors, err := stream.ParseFamilyCursor(cursorParam(c), len(snaps))
 	if err != nil {
 		if f.answersDenialInStream() {
 			return echo.NewHTTPError(http.StatusBadRequest, sentence(err.Error()))

@@ -48,7 +48,7 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 	u := currentUser(c)
 	sc := h.engine.NewConn(c, u.ID)
 	defer sc.End()
-	if refused := h.addRun(c, sc, f, u, run, access, cursorParam(c.Request()), ""); refused != "" {
+	if refused := h.addRun(c, sc, f, u, run, access, cursorParam(c), ""); refused != "" {
 		return h.refuseBusy(c, f, refused)
 	}
 	return sc.Serve()
@@ -132,11 +132,11 @@ func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.Stream
 // cursorParam is the cursor a stream request carries. Last-Event-ID wins
 // over ?after=: a browser's own reconnect goes to the original URL, whose
 // after= is stale by then.
-func cursorParam(r *http.Request) string {
-	if id := strings.TrimSpace(r.Header.Get("Last-Event-ID")); id != "" {
+func cursorParam(c echo.Context) string {
+	if id := strings.TrimSpace(c.Request().Header.Get("Last-Event-ID")); id != "" {
 		return id
 	}
-	return r.URL.Query().Get("after")
+	return c.QueryParam("after")
 }
 
 // runView is what one viewer of a run's stream has been shown, and says

@@ -40,7 +40,8 @@ func checkText(field, value string) error {
 func checkClientText(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		req := c.Request()
-		if err := checkValues(req.URL.Query()); err != nil {
+		// echo keeps the parsed query for the handler's QueryParam.
+		if err := checkValues(c.QueryParams()); err != nil {
 			return err
 		}
 		for _, name := range textHeaders {

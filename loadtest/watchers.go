@@ -24,6 +24,8 @@ var watchersKeys = []metricKey{
 	{"open_s", "time to open the streams, s"},
 	{"open_first_half_s", "time to open the first half, s"},
 	{"open_second_half_s", "time to open the second half (the first half open), s"},
+	{"open_cpu_us", "the server's CPU per stream opened, µs"},
+	{"open_alloc_kb", "the server's allocations per stream opened, KB"},
 	{"rss_kb_per_stream", "memory per idle stream (RSS growth / N), KB"},
 	{"goroutines_per_stream", "goroutines per stream"},
 	{"idle_cpu_pct", "idle CPU holding the streams, % of one core"},
@@ -81,6 +83,10 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 		return nil, err
 	}
 	profiled := w.profileOpening(ctx)
+	mOpen, err := scrape(ctx, w.t.base)
+	if err != nil {
+		return nil, err
+	}
 	began := time.Now()
 	states, err := w.open(sctx, c, &readers, after)
 	if err != nil {
@@ -89,6 +95,14 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	out["open_s"] = time.Since(began).Seconds()
 	out["open_first_half_s"] = w.halfAt.Sub(began).Seconds()
 	out["open_second_half_s"] = time.Since(w.halfAt).Seconds()
+	mOpened, err := scrape(ctx, w.t.base)
+	if err != nil {
+		return nil, err
+	}
+	// The server's CPU per open: on 2 cores shared with the client, the
+	// time to open follows it.
+	out["open_cpu_us"] = 1e6 * (mOpened["process_cpu_seconds_total"] - mOpen["process_cpu_seconds_total"]) / float64(w.o.watchers)
+	out["open_alloc_kb"] = (mOpened["go_memstats_alloc_bytes_total"] - mOpen["go_memstats_alloc_bytes_total"]) / float64(w.o.watchers) / 1024
 	if err := profiled(); err != nil {
 		return nil, err
 	}
@@ -452,7 +466,7 @@ func (s *watchersSummary) partial(o *options, err error) (*watchersSummary, erro
 	}
 	keys := watchersKeys
 	if o.rate == 0 {
-		keys = keys[:4]
+		keys = keys[:6] // opening and memory
 	}
 	s.Figures = compare(keys, s.Refundd, s.Bare)
 	s.finish()

@@ -138,7 +138,7 @@ func (s *Store) readOpenKind(ctx context.Context, kind credKind, batch []*openRe
 		keys[j], runs[j] = batch[i].key, batch[i].runID.String()
 		answers[i].err = ErrNotFound
 	}
-	var rows []streamOpenRow
+	rows := make([]streamOpenRow, 0, len(at))
 	stmt, err := s.prepared(ctx, streamOpenBatchSQL[kind])
 	if err == nil {
 		err = stmt.SelectContext(ctx, &rows, pq.ByteaArray(keys), pq.StringArray(runs))
