@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"sync"
 	"testing"
@@ -226,4 +227,43 @@ func newCredentials(t *testing.T) credentials {
 	}
 	c.revoked = revoked
 	return c
+}
+
+// TestStreamOpen_ReadsRunAndUserWhole: a stream's open, alone or batched,
+// reads the run and its user field for field as RunByID and UserByID do
+// (the opens scan their rows by hand, in their statement's column order).
+func TestStreamOpen_ReadsRunAndUserWhole(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	c := newCredentials(t)
+	s := c.s
+	if _, err := s.RequestCancel(ctx, c.run.ID, c.customer.ID); err != nil {
+		t.Fatal(err)
+	}
+	wantRun, err := s.RunByID(ctx, c.run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantUser, err := s.UserByID(ctx, c.customer.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	check := func(what string, u *store.User, r *store.Run, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatalf("%s: %v", what, err)
+		}
+		// Printed: times read twice need not share a *time.Location.
+		if got, want := fmt.Sprintf("%+v", *r), fmt.Sprintf("%+v", *wantRun); got != want {
+			t.Errorf("%s: run\n%s\nwant\n%s", what, got, want)
+		}
+		if got, want := fmt.Sprintf("%+v", *u), fmt.Sprintf("%+v", *wantUser); got != want {
+			t.Errorf("%s: user\n%s\nwant\n%s", what, got, want)
+		}
+	}
+	cred := store.StreamCredential{SessionID: c.live, RunID: c.run.ID}
+	u, r, _, err := s.StreamOpen(ctx, cred)
+	check("alone", u, r, err)
+	users, runs, errs := s.StreamOpenBatch([]store.StreamCredential{cred, cred})
+	check("batched", users[1], runs[1], errs[1])
 }

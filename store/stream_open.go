@@ -138,11 +138,7 @@ func (s *Store) readOpenKind(ctx context.Context, kind credKind, batch []*openRe
 		keys[j], runs[j] = batch[i].key, batch[i].runID.String()
 		answers[i].err = ErrNotFound
 	}
-	rows := make([]streamOpenRow, 0, len(at))
-	stmt, err := s.prepared(ctx, streamOpenBatchSQL[kind])
-	if err == nil {
-		err = stmt.SelectContext(ctx, &rows, pq.ByteaArray(keys), pq.StringArray(runs))
-	}
+	rows, err := s.readOpenRows(ctx, kind, keys, runs)
 	if err != nil {
 		for _, i := range at {
 			answers[i].err = fmt.Errorf("store: stream open: %w", err)
@@ -154,4 +150,25 @@ func (s *Store) readOpenKind(ctx context.Context, kind credKind, batch []*openRe
 		u.Grants = []string(row.Grants)
 		answers[at[row.I-1]] = openAnswer{user: &u, run: &r, hasApproval: row.HasApproval}
 	}
+}
+
+// readOpenRows is one statement of kind for keys and their runs.
+func (s *Store) readOpenRows(ctx context.Context, kind credKind, keys [][]byte, runs []string) ([]streamOpenRow, error) {
+	stmt, err := s.prepared(ctx, streamOpenBatchSQL[kind])
+	if err != nil {
+		return nil, err
+	}
+	rs, err := stmt.QueryContext(ctx, pq.ByteaArray(keys), pq.StringArray(runs))
+	if err != nil {
+		return nil, err
+	}
+	defer rs.Close()
+	out := make([]streamOpenRow, 0, len(keys))
+	for rs.Next() {
+		out = append(out, streamOpenRow{})
+		if err := rs.Scan(out[len(out)-1].fields(true)...); err != nil {
+			return nil, err
+		}
+	}
+	return out, rs.Err()
 }
