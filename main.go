@@ -62,6 +62,7 @@ func run(ctx context.Context, args []string, getenv func(string) string, stdout,
 		fmt.Fprintf(stderr, "refundd: %v\n", err)
 		return 2
 	}
+	// GOGC as config read it: refundd's default (400) unless set.
 	debug.SetGCPercent(cfg.GCPercent)
 	logger := newLogger(cfg, stderr)
 

@@ -132,8 +132,8 @@ func (b *bufferedResponse) copyTo(res *echo.Response) error {
 //
 // Unlike deadline, the handler runs in the request's own goroutine, with
 // echo's own context: opening streams is the busy path of a restart's
-// reconnect wave, and a goroutine, context and request of its own per open
-// cost it a third of its garbage. Its writes go through a gate instead; if
+// reconnect wave, where a goroutine, an echo context and a request copy per
+// open are work to spare. Its writes go through a gate instead; if
 // the deadline passes first, a timer answers on the connection, whole
 // (Content-Length, Connection: close), so the client has its 503 while the
 // handler is still stuck, and the handler, when it comes back, finds its
@@ -171,7 +171,7 @@ func (h *Handler) streamDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 				// Hijacked without a header written through echo: the
 				// error handler must not answer on top of it.
 				res.Status, res.Committed = status, true
-			case state == 0:
+			case state == gateUndecided:
 				// The error's answer carries what the handler set.
 				maps.Copy(w.Header(), gate.header)
 			}
@@ -210,20 +210,21 @@ type gatedResponse struct {
 	w      http.ResponseWriter
 	header http.Header // the handler's own until it begins
 	mu     sync.Mutex
-	state  int // 0: undecided, gateHandler or gateExpired
+	state  int // gateUndecided, gateHandler or gateExpired
 	status int
 }
 
 const (
-	gateHandler = 1
-	gateExpired = 2
+	gateUndecided = iota
+	gateHandler
+	gateExpired
 )
 
 // claim gives the response to the handler, unless the deadline has it.
 func (g *gatedResponse) claim(status int) bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state == 0 {
+	if g.state == gateUndecided {
 		g.state, g.status = gateHandler, status
 		maps.Copy(g.w.Header(), g.header)
 	}
@@ -234,14 +235,14 @@ func (g *gatedResponse) claim(status int) bool {
 func (g *gatedResponse) expire() bool {
 	g.mu.Lock()
 	defer g.mu.Unlock()
-	if g.state == 0 {
+	if g.state == gateUndecided {
 		g.state = gateExpired
 	}
 	return g.state == gateExpired
 }
 
-// decided says who has the response: 0 (nobody yet), gateHandler (with the
-// status it began) or gateExpired.
+// decided says who has the response: gateUndecided (nobody yet),
+// gateHandler (with the status it began) or gateExpired.
 func (g *gatedResponse) decided() (status, state int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()

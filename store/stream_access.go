@@ -162,7 +162,7 @@ type streamOpenRow struct {
 // TestStreamOpen_ReadsRunAndUserWhole holds the order to the columns.
 func (row *streamOpenRow) fields(batched bool) []any {
 	u, r := &row.U, &row.R
-	f := make([]any, 0, 29)
+	f := make([]any, 0, 29) // c.i and the 28 columns
 	if batched {
 		f = append(f, &row.I)
 	}
