@@ -138,7 +138,22 @@ func devProviderSecret(dataDir string) (string, error) {
 	if err := os.MkdirAll(dataDir, 0o755); err != nil {
 		return "", fmt.Errorf("data dir: %w", err)
 	}
-	if err := os.WriteFile(path, []byte(secret+"\n"), 0o600); err != nil {
+	// A new file each time, renamed into place: WriteFile keeps an
+	// existing file's mode, and one made readable by others (0644) would
+	// stay so.
+	tmp, err := os.CreateTemp(dataDir, "provider.secret.*")
+	if err != nil {
+		return "", fmt.Errorf("write %s: %w", path, err)
+	}
+	_, err = tmp.WriteString(secret + "\n")
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = os.Rename(tmp.Name(), path)
+	}
+	if err != nil {
+		os.Remove(tmp.Name())
 		return "", fmt.Errorf("write %s: %w", path, err)
 	}
 	return secret, nil

@@ -58,6 +58,11 @@ type Config struct {
 	// MAX_FAMILY_SIZE: the most orders one request may refund (the
 	// children of one family); a request naming more is refused in words.
 	MaxFamilySize int
+	// MAX_BODY_BYTES: the largest request body the web server reads;
+	// MAX_JSON_DEPTH: how deep a JSON body may nest. Both bound what one
+	// request, even before login, can cost the process.
+	MaxBodyBytes int
+	MaxJSONDepth int
 	// API_PAGE_LIMIT: the most items one page of an API list (GET
 	// /api/runs) holds, whatever limit the client asks for.
 	APIPageLimit int
@@ -231,6 +236,8 @@ func (c *Config) readWeb(env func(string) string, p *problems) {
 		p.add("WRITE_TIMEOUT (%s) must be above REQUEST_TIMEOUT (%s), or slow answers would be cut", c.WriteTimeout, c.RequestTimeout)
 	}
 	c.APIPageLimit = count(env, p, "API_PAGE_LIMIT", handlers.DefaultAPIPageLimit)
+	c.MaxBodyBytes = count(env, p, "MAX_BODY_BYTES", handlers.DefaultMaxBodyBytes)
+	c.MaxJSONDepth = count(env, p, "MAX_JSON_DEPTH", handlers.DefaultMaxJSONDepth)
 	c.MaxFamilySize = count(env, p, "MAX_FAMILY_SIZE", handlers.DefaultMaxFamilySize)
 	c.StartRatePerUser = 60
 	if v := env("START_RATE_PER_USER"); v != "" {

@@ -210,6 +210,13 @@ func TestDev_PrivateClusterLifecycle(t *testing.T) {
 			if _, err := os.Stat(pidFile); err == nil {
 				t.Errorf("PostgreSQL still running after dev stopped (%s exists)", pidFile)
 			}
+			if i == 0 {
+				// Made readable by others between runs: the next run's
+				// fresh secret must not inherit that (checked above).
+				if err := os.Chmod(filepath.Join(dataDir, "provider.secret"), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		})
 	}
 }

@@ -154,6 +154,8 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		Stream: stream.Config{MaxStreams: cfg.MaxStreams, MaxPerUser: cfg.MaxStreamsPerUser,
 			Retry: cfg.StreamRetry, RetrySpread: cfg.StreamRetrySpread, Drain: cfg.StreamDrain},
 		APIPageLimit:      cfg.APIPageLimit,
+		MaxBodyBytes:      int64(cfg.MaxBodyBytes),
+		MaxJSONDepth:      cfg.MaxJSONDepth,
 		ApprovalThreshold: cfg.ApprovalThreshold,
 	}, st, logger)
 }

@@ -263,6 +263,10 @@ type badBody struct {
 	code, message string
 }
 
+// Error makes a badBody the error the gate (body.go) refuses a request
+// with; problemFor shows it with its own status, code and words.
+func (b *badBody) Error() string { return b.code + ": " + b.message }
+
 func invalidJSON(msg string) *badBody {
 	return &badBody{status: http.StatusBadRequest, code: codeInvalidJSON, message: msg}
 }

@@ -150,6 +150,7 @@ func TestAPIStartFamily_ConcurrentSameKey(t *testing.T) {
 				return
 			}
 			req.Header.Set("Idempotency-Key", "same-family")
+			req.Header.Set("Content-Type", "application/json")
 			res, err := c.Do(req)
 			if err != nil {
 				t.Error(err)

@@ -166,6 +166,7 @@ func TestAPIStart_ConcurrentSameKey(t *testing.T) {
 			<-start
 			req, _ := http.NewRequest(http.MethodPost, a.srv.URL+"/api/runs", strings.NewReader(body))
 			req.Header.Set("Idempotency-Key", "same-key")
+			req.Header.Set("Content-Type", "application/json")
 			res, err := c.Do(req)
 			if err != nil {
 				answers <- answer{err: err}

@@ -69,10 +69,13 @@ func problemFor(err error) problem {
 	p := problem{status: http.StatusInternalServerError, code: codeInternal}
 	var se *store.Error
 	var he *echo.HTTPError
+	var bb *badBody
 	switch {
 	case errors.Is(err, context.DeadlineExceeded), store.Unavailable(err):
 		// Checked first: the store may wrap it in an error of its own.
 		p.status, p.code = http.StatusServiceUnavailable, codeUnavailable
+	case errors.As(err, &bb):
+		p.status, p.code, p.message = bb.status, bb.code, bb.message
 	case errors.As(err, &se):
 		p.code = se.Code
 		p.message, p.state = se.Message, se.State

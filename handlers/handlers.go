@@ -4,6 +4,7 @@
 package handlers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -48,6 +49,11 @@ type Config struct {
 	// MaxFamilySize bounds the orders one request may refund (the
 	// children of one family). Zero means DefaultMaxFamilySize.
 	MaxFamilySize int
+	// MaxBodyBytes bounds a request's body (MAX_BODY_BYTES); MaxJSONDepth
+	// how deep a JSON body may nest (MAX_JSON_DEPTH). Zero means
+	// DefaultMaxBodyBytes, DefaultMaxJSONDepth.
+	MaxBodyBytes int64
+	MaxJSONDepth int
 	// APIPageLimit bounds the limit of the API's list answers (GET
 	// /api/runs). Zero means DefaultAPIPageLimit.
 	APIPageLimit int
@@ -102,6 +108,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	if h.cfg.APIPageLimit <= 0 {
 		h.cfg.APIPageLimit = DefaultAPIPageLimit
 	}
+	routes := h.routes()
+	gate := &bodyGate{maxBytes: cmp.Or(cfg.MaxBodyBytes, DefaultMaxBodyBytes), maxDepth: cmp.Or(cfg.MaxJSONDepth, DefaultMaxJSONDepth),
+		timeout: h.cfg.RequestTimeout, kinds: bodyKinds(routes)}
 	h.engine = stream.New(cfg.Stream, st, cfg.Listener, logger, h.recheckStreams)
 	h.cfg.Stream = *h.engine.Config()
 	// Shutdown ends open streams at once; their clients reconnect elsewhere.
@@ -121,21 +130,12 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 		allowHosts(h.cfg.AllowedHosts),
 		h.recordActor,
 		crossOriginProtection(),
-		// Reads of the API and pages carry no body: the limit's wrapper
-		// is skipped there, and every stream open is one.
-		middleware.BodyLimitWithConfig(middleware.BodyLimitConfig{Limit: "1M", Skipper: withoutBody}),
-		checkClientText,
+		gate.readBody,
 	)
-	for _, r := range h.routes() {
+	for _, r := range routes {
 		e.Add(r.method, r.path, r.handler, r.middleware...)
 	}
 	return e, nil
-}
-
-// withoutBody: a GET or HEAD request, whose body no handler reads.
-func withoutBody(c echo.Context) bool {
-	m := c.Request().Method
-	return m == http.MethodGet || m == http.MethodHead
 }
 
 type route struct {
@@ -143,11 +143,13 @@ type route struct {
 	path       string
 	handler    echo.HandlerFunc
 	middleware []echo.MiddlewareFunc
+	body       bodyKind // what it reads of a body (the gate, body.go)
 }
 
 // routes is the one table of every route. Rows say who may call them:
 // public rows skip the session; session rows know the user if there is one;
-// signedIn rows require one. Every row that touches the database is bounded
+// signedIn rows require one. The last column is what a row reads of a
+// request's body: none, a form, JSON, or either. Every row that touches the database is bounded
 // by the request deadline, except the streams, which are bounded until they
 // open, then live as long as their client watches and end themselves.
 func (h *Handler) routes() []route {
@@ -165,56 +167,56 @@ func (h *Handler) routes() []route {
 	runStreamAPI := []echo.MiddlewareFunc{h.streamDeadline, h.loadStreamUser(true), h.requireUser}
 
 	return []route{
-		{http.MethodGet, "/healthz", h.healthz, public},
-		{http.MethodGet, "/readyz", h.readyz, public},
-		{http.MethodGet, "/metrics", h.metrics, public},
-		{http.MethodGet, "/debug/pprof/*", h.profile, public},
-		{http.MethodGet, "/static/*", h.static, public},
-		{http.MethodHead, "/static/*", h.static, public},
+		{http.MethodGet, "/healthz", h.healthz, public, bodyNone},
+		{http.MethodGet, "/readyz", h.readyz, public, bodyNone},
+		{http.MethodGet, "/metrics", h.metrics, public, bodyNone},
+		{http.MethodGet, "/debug/pprof/*", h.profile, public, bodyNone},
+		{http.MethodGet, "/static/*", h.static, public, bodyNone},
+		{http.MethodHead, "/static/*", h.static, public, bodyNone},
 
-		{http.MethodGet, "/login", h.showLoginPage, session},
-		{http.MethodPost, "/login", h.login, session},
-		{http.MethodPost, "/logout", h.logout, session},
+		{http.MethodGet, "/login", h.showLoginPage, session, bodyNone},
+		{http.MethodPost, "/login", h.login, session, bodyForm},
+		{http.MethodPost, "/logout", h.logout, session, bodyForm},
 
-		{http.MethodGet, "/", h.showHomePage, signedIn},
-		{http.MethodPost, "/runs", h.startRun, signedIn},
-		{http.MethodPost, "/runs/:id/approve", h.approveRun, signedIn},
-		{http.MethodPost, "/runs/:id/cancel", h.cancelRun, signedIn},
-		{http.MethodGet, "/support/runs", h.showSupportRuns, signedIn},
-		{http.MethodGet, "/runs/:id", h.showRunPage, signedIn},
+		{http.MethodGet, "/", h.showHomePage, signedIn, bodyNone},
+		{http.MethodPost, "/runs", h.startRun, signedIn, bodyForm},
+		{http.MethodPost, "/runs/:id/approve", h.approveRun, signedIn, bodyForm},
+		{http.MethodPost, "/runs/:id/cancel", h.cancelRun, signedIn, bodyForm},
+		{http.MethodGet, "/support/runs", h.showSupportRuns, signedIn, bodyNone},
+		{http.MethodGet, "/runs/:id", h.showRunPage, signedIn, bodyNone},
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
-		{http.MethodGet, "/runs/:id/events", h.streamRunPage, runStream},
+		{http.MethodGet, "/runs/:id/events", h.streamRunPage, runStream, bodyNone},
 		// The approval queue, live; like the page's stream it answers a
 		// missing session or role with a close event.
-		{http.MethodGet, "/queue/events", h.streamQueue, streamSession},
+		{http.MethodGet, "/queue/events", h.streamQueue, streamSession, bodyNone},
 		// Several runs' page streams over one connection (static/tabs.js).
-		{http.MethodGet, "/streams", h.streamRuns, streamSession},
+		{http.MethodGet, "/streams", h.streamRuns, streamSession, bodyNone},
 		// A customer's run list, live.
-		{http.MethodGet, "/runs/events", h.streamOwnRuns, streamSession},
+		{http.MethodGet, "/runs/events", h.streamOwnRuns, streamSession, bodyNone},
 
-		{http.MethodGet, "/support/audit", h.showAuditLog, support},
-		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support},
-		{http.MethodGet, "/support/runs/:id/export", h.exportRun, support},
+		{http.MethodGet, "/support/audit", h.showAuditLog, support, bodyNone},
+		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support, bodyNone},
+		{http.MethodGet, "/support/runs/:id/export", h.exportRun, support, bodyNone},
 
-		{http.MethodGet, "/admin/users", h.showAdminUsers, admin},
-		{http.MethodPost, "/admin/users/:id/role", h.setUserRole, admin},
-		{http.MethodPost, "/admin/users/:id/grants", h.setUserGrant, admin},
-		{http.MethodPost, "/admin/users/:id/disable", h.disableUser, admin},
-		{http.MethodPost, "/admin/users/:id/enable", h.enableUser, admin},
-		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin},
-		{http.MethodGet, "/admin/tokens/new", h.showNewToken, admin},
-		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin},
+		{http.MethodGet, "/admin/users", h.showAdminUsers, admin, bodyNone},
+		{http.MethodPost, "/admin/users/:id/role", h.setUserRole, admin, bodyForm},
+		{http.MethodPost, "/admin/users/:id/grants", h.setUserGrant, admin, bodyForm},
+		{http.MethodPost, "/admin/users/:id/disable", h.disableUser, admin, bodyForm},
+		{http.MethodPost, "/admin/users/:id/enable", h.enableUser, admin, bodyForm},
+		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin, bodyForm},
+		{http.MethodGet, "/admin/tokens/new", h.showNewToken, admin, bodyNone},
+		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin, bodyForm},
 
-		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public},
-		{http.MethodGet, "/api/orders", h.apiListOrders, api},
-		{http.MethodGet, "/api/runs", h.apiListRuns, api},
-		{http.MethodPost, "/api/runs", h.apiStartRun, api},
-		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api},
-		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api},
-		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, runStreamAPI},
-		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, api},
-		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, api},
+		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public, bodyNone},
+		{http.MethodGet, "/api/orders", h.apiListOrders, api, bodyNone},
+		{http.MethodGet, "/api/runs", h.apiListRuns, api, bodyNone},
+		{http.MethodPost, "/api/runs", h.apiStartRun, api, bodyJSON},
+		{http.MethodGet, "/api/runs/:id", h.apiShowRun, api, bodyNone},
+		{http.MethodGet, "/api/runs/:id/events", h.apiListEvents, api, bodyNone},
+		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, runStreamAPI, bodyNone},
+		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, api, bodyFormOrJSON},
+		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, api, bodyFormOrJSON},
 	}
 }
 

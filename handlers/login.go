@@ -31,13 +31,20 @@ func (f *loginForm) Validate() error {
 	switch {
 	case f.Email == "" || f.Password == "":
 		return store.Errorf(store.CodeInvalid, "Enter your email and password.")
-	case len(f.Email) > 254 || len(f.Password) > 1024:
+	case len(f.Email) > maxEmailLen || len(f.Password) > 1024:
 		return store.Errorf(store.CodeInvalid, "That email or password is too long.")
 	case !storableEmail(f.Email):
 		return store.Errorf(store.CodeInvalid, "That email contains characters no email address has.")
 	}
 	return nil
 }
+
+// maxEmailLen is the longest email address (RFC 5321's path limit).
+const maxEmailLen = 254
+
+// maxEchoedEmail is the longest refused email the login page shows again,
+// for its typist to correct: a longer one is no typing mistake.
+const maxEchoedEmail = 1024
 
 // storableEmail reports whether s is text PostgreSQL can hold (valid
 // UTF-8 without NUL): anything else it refuses with an error, which must
@@ -97,7 +104,7 @@ func (h *Handler) login(c echo.Context) error {
 	f := loginForm{Email: c.FormValue("email"), Password: c.FormValue("password"), Next: safeNext(c.FormValue("next"))}
 	if err := f.Validate(); err != nil {
 		email := f.Email
-		if !storableEmail(email) {
+		if !storableEmail(email) || len(email) > maxEchoedEmail {
 			email = "" // bytes not worth echoing into the page
 		}
 		return render(c, http.StatusUnprocessableEntity, views.LoginPage(h.loginPage(email, err.Error(), f.Next)))

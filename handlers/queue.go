@@ -2,6 +2,8 @@ package handlers
 
 import (
 	"context"
+	"strconv"
+	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -18,10 +20,14 @@ const queuePageSize = 50
 // or start parameter: a queue version, 0 for the first page).
 func queueStart(raw string) (int64, error) {
 	after, err := store.ParseCursor(raw)
-	if err != nil {
-		return 0, store.Errorf(store.CodeInvalid, "That is not a page of the approval queue. Open the first page from the home page.")
+	if err == nil {
+		return after, nil
 	}
-	return after, nil
+	// A number past int64 is a 400, as every out-of-range integer is.
+	if _, perr := strconv.ParseInt(strings.TrimSpace(raw), 10, 64); outOfRange("queue_after", perr) != nil {
+		return 0, outOfRange("queue_after", perr)
+	}
+	return 0, store.Errorf(store.CodeInvalid, "That is not a page of the approval queue. Open the first page from the home page.")
 }
 
 // approvalQueue is the page of the queue the home page shows an approver.

@@ -5,11 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"mime"
 	"net/http"
 	"net/url"
 	"strconv"
+	"strings"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -18,8 +17,8 @@ import (
 )
 
 // Every text a client sends passes one check, store.ValidText, here,
-// before any handler: query parameters, form fields, JSON strings (keys
-// included) and the headers read as text. NUL, invalid UTF-8, a JSON lone
+// called by the body gate (body.go) before any handler: query parameters,
+// form fields, JSON strings (keys included) and the headers read as text. NUL, invalid UTF-8, a JSON lone
 // surrogate and control characters other than line breaks and tab are a
 // 422 naming the field. Nothing is rewritten: encoding/json would turn
 // invalid UTF-8 and a lone surrogate into U+FFFD, and PostgreSQL refuses
@@ -34,59 +33,6 @@ func checkText(field, value string) error {
 		return store.Errorf(store.CodeInvalid, "The field %s %s.", strconv.Quote(field), err.Error())
 	}
 	return nil
-}
-
-// checkClientText refuses a request any of whose text fails checkText.
-func checkClientText(next echo.HandlerFunc) echo.HandlerFunc {
-	return func(c echo.Context) error {
-		req := c.Request()
-		// echo keeps the parsed query for the handler's QueryParam.
-		if err := checkValues(c.QueryParams()); err != nil {
-			return err
-		}
-		for _, name := range textHeaders {
-			for _, v := range req.Header.Values(name) {
-				if err := checkText(name, v); err != nil {
-					return err
-				}
-			}
-		}
-		if req.Body == nil || req.Body == http.NoBody {
-			return next(c)
-		}
-		media, _, _ := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
-		if media != echo.MIMEApplicationForm && media != echo.MIMEApplicationJSON {
-			return next(c)
-		}
-		data, readErr := io.ReadAll(req.Body)
-		// The handler reads the same body, and meets the same read error
-		// (a body past the limit) at the same place.
-		req.Body = io.NopCloser(io.MultiReader(bytes.NewReader(data), errorReader{readErr}))
-		if readErr == nil {
-			var err error
-			if media == echo.MIMEApplicationForm {
-				if values, perr := url.ParseQuery(string(data)); perr == nil {
-					err = checkValues(values)
-				}
-			} else {
-				err = checkJSONText(data)
-			}
-			if err != nil {
-				return err
-			}
-		}
-		return next(c)
-	}
-}
-
-// errorReader returns err, or io.EOF for none.
-type errorReader struct{ err error }
-
-func (r errorReader) Read([]byte) (int, error) {
-	if r.err != nil {
-		return 0, r.err
-	}
-	return 0, io.EOF
 }
 
 // checkValues checks every name and value of a query or form.
@@ -104,95 +50,121 @@ func checkValues(values url.Values) error {
 	return nil
 }
 
-// jsonFrame is one object or array open around the walk's position.
-type jsonFrame struct {
-	path      string
+// jsonLevel is one object or array open around the walk's position. It
+// holds no text: a key is its span in the body, decoded only when an error
+// names the path, so the walk's memory is the levels' fixed size.
+type jsonLevel struct {
 	object    bool
 	expectKey bool   // object: the next string is a key
-	key       string // object: the last key
-	index     int    // array: the next element's index
+	key       [2]int // object: the current key's span in the body, quotes included
+	index     int    // array: the current element's index
 }
 
 // checkJSONText checks every string of a JSON document, keys included,
-// naming each by its path ("refunds[0].order_id"). A document that is no
-// JSON is left to the handler to refuse.
-func checkJSONText(data []byte) error {
-	dec := json.NewDecoder(bytes.NewReader(data))
-	dec.UseNumber()
-	var stack []*jsonFrame
-	start := int64(0)
-	for {
-		tok, err := dec.Token()
-		if err != nil {
-			return nil // the end, or no JSON: the handler says so
-		}
-		end := dec.InputOffset()
-		raw := data[start:end]
-		start = end
-		var top *jsonFrame
-		if len(stack) > 0 {
-			top = stack[len(stack)-1]
-		}
-		if d, ok := tok.(json.Delim); ok && (d == '}' || d == ']') {
-			stack = stack[:len(stack)-1]
-			continue
-		}
-		if s, ok := tok.(string); ok && top != nil && top.object && top.expectKey {
-			top.key, top.expectKey = s, false
-			if err := checkJSONString(joinPath(top.path, "")+"field name", s, raw); err != nil {
-				return err
+// naming a bad one by its path ("refunds[0].order_id"), and reports
+// whether the document nests deeper than maxDepth. It reads the body once,
+// in memory bounded by maxDepth (the strings it checks aside, each once),
+// and never fails on what is no JSON: json.Valid judges that.
+func checkJSONText(data []byte, maxDepth int) (textErr error, tooDeep bool) {
+	levels := make([]jsonLevel, 0, min(maxDepth, 64))
+	for i := 0; i < len(data); i++ {
+		switch data[i] {
+		case '{', '[':
+			if len(levels) == maxDepth {
+				return textErr, true
 			}
-			continue
-		}
-		path := valuePath(top)
-		switch v := tok.(type) {
-		case json.Delim:
-			stack = append(stack, &jsonFrame{path: path, object: v == '{', expectKey: v == '{'})
-		case string:
-			if err := checkJSONString(path, v, raw); err != nil {
-				return err
+			levels = append(levels, jsonLevel{object: data[i] == '{', expectKey: data[i] == '{'})
+		case '}', ']':
+			if len(levels) > 0 {
+				levels = levels[:len(levels)-1]
 			}
+		case ',':
+			if n := len(levels); n > 0 && levels[n-1].object {
+				levels[n-1].expectKey = true
+			} else if n > 0 {
+				levels[n-1].index++
+			}
+		case '"':
+			end := stringEnd(data, i)
+			if end == len(data) {
+				return textErr, false // unterminated: no JSON
+			}
+			if textErr == nil {
+				textErr = checkJSONString(data, levels, i, end+1)
+			}
+			i = end
 		}
 	}
+	return textErr, false
 }
 
-// valuePath names the value at the walk's position and moves past it.
-func valuePath(top *jsonFrame) string {
-	switch {
-	case top == nil:
-		return "body"
-	case top.object:
-		top.expectKey = true
-		return joinPath(top.path, top.key)
-	default:
-		top.index++
-		return top.path + "[" + strconv.Itoa(top.index-1) + "]"
-	}
-}
-
-func joinPath(parent, name string) string {
-	if parent == "" || parent == "body" {
-		if name == "" {
-			return ""
+// stringEnd is the index of the quote closing the JSON string opened at
+// data[i], or len(data) if there is none.
+func stringEnd(data []byte, i int) int {
+	for j := i + 1; j < len(data); j++ {
+		switch data[j] {
+		case '\\':
+			j++
+		case '"':
+			return j
 		}
-		return name
 	}
-	if name == "" {
-		return parent + "."
-	}
-	return parent + "." + name
+	return len(data)
 }
 
-// checkJSONString checks a decoded JSON string s, with raw the bytes it was
-// decoded from (and what went before it since the last token).
-func checkJSONString(field, s string, raw []byte) error {
+// checkJSONString checks the JSON string data[from:to] (quotes included)
+// at the walk's position: a key of the innermost object, or a value.
+func checkJSONString(data []byte, levels []jsonLevel, from, to int) error {
+	field := func() string { return jsonPath(data, levels) }
+	if n := len(levels); n > 0 && levels[n-1].object && levels[n-1].expectKey {
+		levels[n-1].key, levels[n-1].expectKey = [2]int{from, to}, false
+		field = func() string {
+			if p := jsonPath(data, levels[:n-1]); p != "body" {
+				return p + ".field name"
+			}
+			return "field name"
+		}
+	}
+	quoted := data[from:to]
+	raw := quoted[1 : len(quoted)-1]
 	if !utf8.Valid(raw) {
-		return checkText(field, string(raw)) // says it is not UTF-8
+		return checkText(field(), string(raw)) // says it is not UTF-8
 	}
-	if loneSurrogate(raw) {
-		return store.Errorf(store.CodeInvalid, "The field %s holds half of a UTF-16 surrogate pair (\\ud800 to \\udfff alone), which is not text.", strconv.Quote(field))
+	s := string(raw)
+	if bytes.IndexByte(raw, '\\') >= 0 {
+		if loneSurrogate(raw) {
+			return store.Errorf(store.CodeInvalid, "The field %s holds half of a UTF-16 surrogate pair (\\ud800 to \\udfff alone), which is not text.", strconv.Quote(field()))
+		}
+		if json.Unmarshal(quoted, &s) != nil {
+			return nil // no JSON: json.Valid refuses it
+		}
 	}
-	return checkText(field, s)
+	if store.ValidText(s, true) != nil {
+		return checkText(field(), s)
+	}
+	return nil
+}
+
+// jsonPath names the value the walk is at: "refunds[0].order_id", or
+// "body" for the document itself.
+func jsonPath(data []byte, levels []jsonLevel) string {
+	var b strings.Builder
+	for _, l := range levels {
+		if !l.object {
+			b.WriteString("[" + strconv.Itoa(l.index) + "]")
+			continue
+		}
+		var key string
+		_ = json.Unmarshal(data[l.key[0]:l.key[1]], &key)
+		if b.Len() > 0 {
+			b.WriteByte('.')
+		}
+		b.WriteString(key)
+	}
+	if b.Len() == 0 {
+		return "body"
+	}
+	return b.String()
 }
 
 // loneSurrogate reports whether raw JSON holds a \u escape of a UTF-16

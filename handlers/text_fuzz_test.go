@@ -1,8 +1,11 @@
 package handlers
 
 import (
+	"bytes"
 	"encoding/json"
+	"errors"
 	"io"
+	"mime/multipart"
 	"net/http"
 	"net/http/httptest"
 	"net/url"
@@ -10,6 +13,7 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 	"unicode/utf8"
 
 	"github.com/labstack/echo/v4"
@@ -22,9 +26,10 @@ import (
 var formFields = []string{"action", "after", "amount", "before", "email", "grant", "limit", "name", "next", "on",
 	"order_id", "page", "password", "q", "queue_after", "reason", "request_id", "role", "run", "start", "state", "v"}
 
-// FuzzClientText sends one text in every form field, query parameter and
-// JSON field (the API's bodies' and their decision reason): checkClientText
-// passes it unchanged exactly when store.ValidText accepts it, and refuses
+// FuzzClientText sends one text in every form field (urlencoded,
+// multipart, and urlencoded past what url.ParseQuery reads), query
+// parameter and JSON field (the API's bodies' and their decision reason,
+// also as text/plain): the body gate passes it unchanged exactly when store.ValidText accepts it, and refuses
 // it otherwise with a 422 naming the field. Spliced raw into JSON, it is
 // never decoded into a rewritten text (U+FFFD in place of bad bytes or a
 // lone surrogate).
@@ -41,6 +46,15 @@ func FuzzClientText(f *testing.F) {
 			checkPassed(t, "form field "+field, field, s, got, err, valid)
 			got, err = passForm(field, s, false)
 			checkPassed(t, "query parameter "+field, field, s, got, err, valid)
+			got, err = passMultipart(field, s)
+			checkPassed(t, "multipart field "+field, field, s, got, err, valid)
+			// A form url.ParseQuery cannot read is refused whole, never
+			// read in part.
+			req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(url.Values{field: {s}}.Encode()+"&z=1;2"))
+			req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationForm)
+			if got, err := passRequest(req, bodyForm, field); err == nil || bodyCode(err) != codeInvalidForm {
+				t.Errorf("malformed form with %s=%q passed as %q (%v); want the whole body refused", field, s, got, err)
+			}
 		}
 		for _, field := range jsonFields {
 			body := jsonBody(field, strconv.Quote(s))
@@ -48,6 +62,9 @@ func FuzzClientText(f *testing.F) {
 				// strconv.Quote is JSON for valid UTF-8 but for \x escapes.
 				b, _ := json.Marshal(s)
 				body = jsonBody(field, string(b))
+			}
+			if _, err := passJSONAs(body, field, "text/plain"); bodyCode(err) != codeUnsupportedMedia {
+				t.Errorf("JSON sent as text/plain answered %v; want %s", err, codeUnsupportedMedia)
 			}
 			got, err := passJSON(body, field)
 			if utf8.ValidString(s) {
@@ -81,8 +98,15 @@ func checkPassed(t *testing.T, what, field, sent, got string, err error, valid b
 	}
 }
 
-// passForm runs checkClientText over s in field, as a form (or query)
-// value, and returns what the handler then reads.
+// testGate is the body gate of a route "/" taking kind when posted.
+func testGate(kind bodyKind) echo.MiddlewareFunc {
+	g := &bodyGate{maxBytes: DefaultMaxBodyBytes, maxDepth: DefaultMaxJSONDepth, timeout: time.Second,
+		kinds: map[string]bodyKind{"POST ": kind, "GET ": bodyNone}}
+	return g.readBody
+}
+
+// passForm runs the gate over s in field, as a form (or query) value, and
+// returns what the handler then reads.
 func passForm(field, s string, form bool) (string, error) {
 	v := url.Values{field: {s}}.Encode()
 	req := httptest.NewRequest(http.MethodGet, "/?"+v, nil)
@@ -90,21 +114,43 @@ func passForm(field, s string, form bool) (string, error) {
 		req = httptest.NewRequest(http.MethodPost, "/", strings.NewReader(v))
 		req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationForm)
 	}
+	return passRequest(req, bodyForm, field)
+}
+
+// passMultipart runs the gate over s in field of a multipart form.
+func passMultipart(field, s string) (string, error) {
+	var body bytes.Buffer
+	w := multipart.NewWriter(&body)
+	_ = w.WriteField(field, s)
+	_ = w.Close()
+	req := httptest.NewRequest(http.MethodPost, "/", &body)
+	req.Header.Set(echo.HeaderContentType, w.FormDataContentType())
+	return passRequest(req, bodyForm, field)
+}
+
+// passRequest runs the gate of a route taking kind over req and returns
+// the form value field as the handler then reads it.
+func passRequest(req *http.Request, kind bodyKind, field string) (string, error) {
 	var got string
-	err := checkClientText(func(c echo.Context) error {
+	err := testGate(kind)(func(c echo.Context) error {
 		got = c.FormValue(field)
 		return nil
 	})(echo.New().NewContext(req, httptest.NewRecorder()))
 	return got, err
 }
 
-// passJSON runs checkClientText over a JSON body and returns the string
-// the handler decodes at path ("a" or "refunds[0].a").
+// passJSON runs the gate over a JSON body and returns the string the
+// handler decodes at path ("a" or "refunds[0].a").
 func passJSON(body, path string) (string, error) {
+	return passJSONAs(body, path, echo.MIMEApplicationJSON)
+}
+
+// passJSONAs is passJSON with the body sent as media.
+func passJSONAs(body, path, media string) (string, error) {
 	req := httptest.NewRequest(http.MethodPost, "/", strings.NewReader(body))
-	req.Header.Set(echo.HeaderContentType, echo.MIMEApplicationJSON)
+	req.Header.Set(echo.HeaderContentType, media)
 	var got string
-	err := checkClientText(func(c echo.Context) error {
+	err := testGate(bodyJSON)(func(c echo.Context) error {
 		data, _ := io.ReadAll(c.Request().Body)
 		var doc map[string]any
 		if json.Unmarshal(data, &doc) != nil {
@@ -122,6 +168,15 @@ func passJSON(body, path string) (string, error) {
 		return nil
 	})(echo.New().NewContext(req, httptest.NewRecorder()))
 	return got, err
+}
+
+// bodyCode is the code of the gate's refusal err, or "".
+func bodyCode(err error) string {
+	var bb *badBody
+	if errors.As(err, &bb) {
+		return bb.code
+	}
+	return ""
 }
 
 // jsonBody is a JSON object holding value (JSON text) at path.

@@ -22,9 +22,22 @@ func ParseCursor(raw string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	// Only the seq's own spelling: "+7" or "007" was never an id we sent.
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
-		return 0, Errorf(CodeCursorInvalid, "the cursor %q is not a sequence number", raw)
+		return 0, Errorf(CodeCursorInvalid, "the cursor %s is not a sequence number", QuoteCursor(raw))
 	}
 	return n, nil
+}
+
+// quotedCursorMax is how much of a cursor an error quotes back: enough to
+// recognise it, never a reflection of a header the size of the limit.
+const quotedCursorMax = 64
+
+// QuoteCursor quotes a cursor for an error's words, its first
+// quotedCursorMax bytes only ("…" says there was more).
+func QuoteCursor(raw string) string {
+	if len(raw) <= quotedCursorMax {
+		return strconv.Quote(raw)
+	}
+	return strconv.Quote(raw[:quotedCursorMax]) + "…"
 }
 
 // CheckCursor judges a cursor against the run as read: ErrCursorExpired

@@ -48,13 +48,12 @@ func ParseFamilyCursor(raw string, n int) ([]string, error) {
 	if raw == "" || raw == "0" {
 		return make([]string, n), nil
 	}
-	parts := strings.Split(raw, ".")
-	if len(parts) != n {
+	if parts := strings.Count(raw, ".") + 1; parts != n {
 		return nil, store.Errorf(store.CodeCursorInvalid,
-			"a family's cursor lists the last seq of each of its %d runs, the parent's first and then each child's in order, joined by dots (like %s); %q has %d",
-			n, strings.TrimSuffix(strings.Repeat("0.", n), "."), raw, len(parts))
+			"a family's cursor lists the last seq of each of its %d runs, the parent's first and then each child's in order, joined by dots (like %s); %s has %d",
+			n, strings.TrimSuffix(strings.Repeat("0.", n), "."), store.QuoteCursor(raw), parts)
 	}
-	return parts, nil
+	return strings.Split(raw, "."), nil
 }
 
 // AddFamily adds the stream of a family to the connection: runs[0] is the
