@@ -82,7 +82,7 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	b.finish(&fam.Children[2], store.StateCanceled, "Canceled. No refund was made and no money moved.")
 	wait("the cancel", outcomeIs("Refunded €1.50 of €5.00: one order refunded, one declined by the payment provider, one canceled by you."))
 	wait("the cards", `[...document.querySelectorAll('.child')].map(c => c.dataset.outcome).join() === 'completed,declined,canceled'`)
-	wait("the stream's end", `document.querySelector('#stream-indicator').dataset.state === 'closed' && document.querySelector('#run-state').textContent === 'Partly refunded'`)
+	wait("the stream's end", `document.querySelector('#stream-indicator').dataset.state === 'closed' && document.querySelector('#run-state').textContent === 'Partly refunded (1 of 3)'`)
 
 	for _, w := range []int64{1280, 360} {
 		checkPage(t, ctx, a.srv.URL, shownPage{name: "family-ended-customer", path: path, ready: "#family-outcome",

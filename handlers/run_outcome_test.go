@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/agent"
@@ -53,11 +54,25 @@ func wantOneOutcome(t *testing.T, r response, outcome, words string) {
 			t.Errorf("the finished run's page has %s: %q", id, doc.Find(id).Text())
 		}
 	}
+	wantFinalAnswerOnce(t, doc)
 	text := doc.Find("#run").Text()
 	for _, w := range append(append([]string(nil), stillRunningWords...), contradicts[outcome]...) {
 		if strings.Contains(text, w) {
 			t.Errorf("the %s run's page says %q:\n%s", outcome, w, squash(text))
 		}
+	}
+}
+
+// wantFinalAnswerOnce: a finished run's page shows its final answer (the
+// API's final_message) in #final-answer, and nowhere else.
+func wantFinalAnswerOnce(t *testing.T, doc *goquery.Document) {
+	t.Helper()
+	answer := squash(doc.Find("#final-answer").Text())
+	if doc.Find("#final-answer").Length() != 1 || answer == "" {
+		t.Fatalf("the finished run's page has %d final answers (%q), want one", doc.Find("#final-answer").Length(), answer)
+	}
+	if n := strings.Count(squash(doc.Find("main").Text()), answer); n != 1 {
+		t.Errorf("the final answer %q is on the page %d times, want once", answer, n)
 	}
 }
 
@@ -196,10 +211,11 @@ func (o *outcomeApp) checkCanceledByApprover(t *testing.T) {
 	}
 	// Support reads the same outcome, naming the approver, in its own page.
 	doc := o.get(t, o.support, "/support/runs/"+run.ID.String()).doc(t)
-	want := "Canceled by Avery Approver (approver). Reason given: “duplicate of another request” No refund was made and no money moved."
+	want := "Canceled by Avery Approver (approver). Reason given: “duplicate of another request”"
 	if got := squash(doc.Find("#support-outcome").Text()); got != want {
 		t.Errorf("support's outcome = %q, want %q", got, want)
 	}
+	wantFinalAnswerOnce(t, doc)
 	if got := doc.Find("#support-state").Text(); got != "Canceled" {
 		t.Errorf("support's state = %q, want Canceled", got)
 	}

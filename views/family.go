@@ -116,7 +116,7 @@ func (f *FamilyView) Words() FamilySaid {
 	for _, c := range f.Children() {
 		ps = append(ps, &c.Progress)
 	}
-	return FamilyWords(f.Parent().Run, ps, f.Parent().Viewer)
+	return FamilyWords(f.Parent().Run, f.Parent().FinalMessage, ps, f.Parent().Viewer)
 }
 
 // FamilyStreamURL is where a family page's stream resumes: every run
@@ -139,7 +139,10 @@ type FamilySaid struct {
 	// became of each refund: "Refunded €3.50 of €5.00: two orders
 	// refunded, one declined by the payment provider."
 	Outcome string
-	Ended   string // RequestFinished once every refund has ended
+	// Answer is the request's one final answer once every refund has
+	// ended (its stored final message, the API's final_message).
+	Answer string
+	Ended  string // RequestFinished once every refund has ended
 }
 
 // RequestFinished is what a request's page says once every refund has
@@ -150,7 +153,7 @@ const RequestFinished = "The request has finished: every refund has ended."
 // progress: only what the payment provider confirmed counts as refunded
 // (succeeded operations), a refund whose result is unknown is "still
 // verifying", and each ending names who acted, in the viewer's words.
-func FamilyWords(parent *store.Run, children []*store.Progress, viewer Viewer) FamilySaid {
+func FamilyWords(parent *store.Run, parentAnswer string, children []*store.Progress, viewer Viewer) FamilySaid {
 	var (
 		refunded, asked int64
 		ended, going    phrases
@@ -176,26 +179,17 @@ func FamilyWords(parent *store.Run, children []*store.Progress, viewer Viewer) F
 		if len(ended.text) > 0 {
 			account = ended.say(true) + "; " + account
 		}
-		w := FamilySaid{Status: "In progress", Tone: ToneWorking, Outcome: "Nothing refunded yet: " + account + "."}
+		w := FamilySaid{Outcome: "Nothing refunded yet: " + account + "."}
+		w.Status, w.Tone = requestStatus(len(children), len(children)-going.total(), 0, false, false)
 		if refunded > 0 {
 			w.Outcome = "Refunded " + money + " so far: " + account + "."
 		}
 		return w
 	}
-	w := FamilySaid{Ended: RequestFinished}
+	w := FamilySaid{Ended: RequestFinished, Answer: strings.TrimSpace(parentAnswer)}
 	done := outcomes[store.OutcomeCompleted] + outcomes[store.OutcomeCancelTooLate]
-	switch {
-	case done == len(children):
-		w.Status, w.Tone = "Refunded", ToneGood
-	case done > 0:
-		w.Status, w.Tone = "Partly refunded", ToneGood
-	case outcomes[store.OutcomeCanceled] == len(children):
-		w.Status, w.Tone = "Canceled", ToneNeutral
-	case outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0:
-		w.Status, w.Tone = "Not refunded", ToneBad
-	default:
-		w.Status, w.Tone = "Not refunded", ToneNeutral
-	}
+	w.Status, w.Tone = requestStatus(len(children), len(children), done,
+		outcomes[store.OutcomeCanceled] == len(children), outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0)
 	if refunded > 0 {
 		w.Outcome = "Refunded " + money + ": " + ended.say(true) + "."
 	} else {
@@ -239,6 +233,15 @@ const verifying = "still verifying"
 type phrases struct {
 	text  []string
 	count []int
+}
+
+// total is how many refunds the phrases count.
+func (ps *phrases) total() int {
+	n := 0
+	for _, c := range ps.count {
+		n += c
+	}
+	return n
 }
 
 func (ps *phrases) add(s string) {

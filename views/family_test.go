@@ -46,12 +46,12 @@ func TestFamilyWords(t *testing.T) {
 			child(150, store.StateCompleted, op(store.OpSucceeded, 150)),
 			child(200, store.StateCompleted, op(store.OpSucceeded, 200)),
 			child(150, store.StateFailed, op(store.OpFailed, 150)),
-		}, customer, "Partly refunded", "Refunded €3.50 of €5.00: two orders refunded, one declined by the payment provider."},
+		}, customer, "Partly refunded (2 of 3)", "Refunded €3.50 of €5.00: two orders refunded, one declined by the payment provider."},
 		{"submitted is not refunded", []*store.Progress{
 			child(150, store.StateCompleted, op(store.OpSucceeded, 150)),
 			child(200, store.StateReconciling, op(store.OpReconciling, 200)),
 			child(300, store.StateSubmitting, op(store.OpSubmitted, 300)),
-		}, customer, "In progress", "Refunded €1.50 of €6.50 so far: one order refunded; still verifying one refund, one being sent to the payment provider."},
+		}, customer, "1 of 3 refunds ended", "Refunded €1.50 of €6.50 so far: one order refunded; still verifying one refund, one being sent to the payment provider."},
 		{"all canceled, by whom", []*store.Progress{
 			canceledBy(child(100, store.StateCanceled), cat),
 			canceledBy(child(100, store.StateCanceled), ann),
@@ -59,15 +59,15 @@ func TestFamilyWords(t *testing.T) {
 		{"staff read names", []*store.Progress{
 			canceledBy(child(100, store.StateCanceled), ann),
 			child(100, store.StateAwaitingApproval),
-		}, views.Viewer{UserID: supportID, Staff: true}, "In progress", "Nothing refunded yet: one order canceled by Ann (approver); one waiting for an approver."},
+		}, views.Viewer{UserID: supportID, Staff: true}, "1 of 2 refunds ended", "Nothing refunded yet: one order canceled by Ann (approver); one waiting for an approver."},
 		{"a cancel too late still refunded", []*store.Progress{
 			canceledBy(child(100, store.StateCompleted, op(store.OpSucceeded, 100)), cat),
 			child(100, store.StateFailed),
-		}, customer, "Partly refunded", "Refunded €1.00 of €2.00: one order refunded although you asked to cancel (too late), one not refunded: the request could not be carried out."},
+		}, customer, "Partly refunded (1 of 2)", "Refunded €1.00 of €2.00: one order refunded although you asked to cancel (too late), one not refunded: the request could not be carried out."},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
-			w := views.FamilyWords(parent, tc.children, tc.viewer)
+			w := views.FamilyWords(parent, "", tc.children, tc.viewer)
 			if w.Status != tc.status || w.Outcome != tc.outcome {
 				t.Errorf("got %q: %q\nwant %q: %q", w.Status, w.Outcome, tc.status, tc.outcome)
 			}
@@ -80,7 +80,7 @@ func TestFamilyWords(t *testing.T) {
 // not in the neutral tone of a request its customer canceled.
 func TestFamilyWords_DeclinedIsBad(t *testing.T) {
 	parent := &store.Run{Currency: "EUR"}
-	w := views.FamilyWords(parent, []*store.Progress{
+	w := views.FamilyWords(parent, "", []*store.Progress{
 		child(150, store.StateFailed, op(store.OpFailed, 150)),
 		child(100, store.StateCanceled),
 	}, views.Viewer{UserID: customerID})

@@ -57,8 +57,8 @@ func (g QueueGone) Said() string {
 		what = " asked to cancel the refund of "
 	}
 	s := who + what + store.FormatMoney(g.Item.Amount, g.Item.Currency) + " for " + g.Item.Item
-	if d != nil && d.Reason != "" {
-		s += ": “" + d.Reason + "”"
+	if d != nil {
+		s += ReasonSuffix(d.Reason)
 	}
 	r := []rune(s)
 	return strings.ToUpper(string(r[0])) + string(r[1:]) + "."

@@ -3,6 +3,7 @@ package views
 import (
 	"net/url"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -97,8 +98,8 @@ func NewSupportRun(snap *store.Snapshot, people map[int64]store.User) *SupportRu
 // reasonOf is the reason given with a decision, as staff read it, "" when
 // none was.
 func reasonOf(ev store.Event) string {
-	if dc := store.DeciderOf(ev); dc != nil && dc.Reason != "" {
-		return ": “" + dc.Reason + "”"
+	if dc := store.DeciderOf(ev); dc != nil {
+		return ReasonSuffix(dc.Reason)
 	}
 	return ""
 }
@@ -212,9 +213,17 @@ func (d *SupportRun) person(id int64) string {
 	return "user #" + strconv.FormatInt(id, 10)
 }
 
-// words is the run in the signed-in staff member's words (Words).
+// words is the run in the signed-in staff member's words (Words); of a
+// request, its status is the request's (requestStatus, as its page and
+// the lists say it) and its outcome its final answer, never the words of
+// a single refund applied to the sum of its refunds.
 func (d *SupportRun) words(u *store.User) Said {
 	p := store.ProgressOf(d.Snap)
+	if parent := d.familyParent(); parent != nil {
+		w := Said{Answer: strings.TrimSpace(p.FinalMessage)}
+		w.Status, w.Tone = requestListWords(*parent)
+		return w
+	}
 	return Words(&p, Viewer{UserID: u.ID, Staff: true})
 }
 

@@ -51,10 +51,13 @@ type Said struct {
 	// CancelGone says why the viewer's cancel is no longer offered.
 	CancelGone string
 	// Outcome is the headline of how the run ended, "" while it goes on;
-	// Actor who ended it (or whose cancel came too late), Reason the
-	// reason they or the provider gave, Detail what it means for the money.
-	Outcome, Actor, Reason, Detail string
-	Ended                          string // RunFinished once the run has ended
+	// Answer the run's one final answer (store.FinalMessage, the API's
+	// final_message), the same for every viewer; Actor who ended it (or
+	// whose cancel came too late) and Reason the reason they gave, in the
+	// viewer's terms; Detail what it means for the viewer's money, beside
+	// the answer, never repeating or contradicting it.
+	Outcome, Answer, Actor, Reason, Detail string
+	Ended                                  string // RunFinished once the run has ended
 }
 
 // ProgressStep is one stop of the progress line.
@@ -119,7 +122,15 @@ func ListWords(r store.RunListing) (status, tone string) {
 // requestListWords is a listed request's status, from its children's ends:
 // it never says more was refunded than the ended children that were.
 func requestListWords(r store.RunListing) (status, tone string) {
-	n, ended, refunded := r.Children, r.ChildrenEnded, r.ChildrenRefunded
+	return requestStatus(r.Children, r.ChildrenEnded, r.ChildrenRefunded, r.State == store.StateCanceled,
+		r.State == store.StateFailed)
+}
+
+// requestStatus is a request's status word and tone, on its page, in the
+// lists and on support's page alike: of n refunds, ended have ended and
+// refunded of those the payment provider refunded; canceled: all were
+// canceled; failed: one could not be carried out or was declined.
+func requestStatus(n, ended, refunded int, canceled, failed bool) (status, tone string) {
 	switch {
 	case ended < n:
 		return fmt.Sprintf("%d of %d refunds ended", ended, n), ToneWorking
@@ -127,10 +138,12 @@ func requestListWords(r store.RunListing) (status, tone string) {
 		return "Refunded", ToneGood
 	case refunded > 0:
 		return fmt.Sprintf("Partly refunded (%d of %d)", refunded, n), ToneGood
-	case r.State == store.StateCanceled:
+	case canceled:
 		return "Canceled", ToneNeutral
+	case failed:
+		return "Not refunded", ToneBad
 	}
-	return "Not refunded", ToneBad
+	return "Not refunded", ToneNeutral
 }
 
 // statusWord is the run's state in a word or three: what runs now, in
@@ -273,7 +286,9 @@ func cancelGone(p *store.Progress, viewer Viewer) string {
 	return "The refund is on its way to the payment provider, so it can no longer be canceled. The result appears here once the provider answers."
 }
 
-// outcome fills in how the run ended.
+// outcome fills in how the run ended. The final answer says what
+// happened to the money; the other lines add only who acted, in the
+// viewer's terms, and the reason they gave.
 func outcome(p *store.Progress, viewer Viewer, w *Said) {
 	amount := store.FormatMoney(p.Run.Amount, p.Run.Currency)
 	var ref, providerSaid string
@@ -285,12 +300,15 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 			providerSaid = op.LastError
 		}
 	}
+	w.Answer = strings.TrimSpace(p.FinalMessage)
 	canceler := who(p, viewer, p.CanceledBy, "someone")
 	switch p.Outcome() {
 	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
 		w.Outcome = "Refunded " + amount + "."
-		w.Detail = "The payment provider confirmed it" + reference(ref) + ". The money goes back to " +
-			possessive(p, viewer) + " original payment method."
+		w.Detail = "It goes back to " + possessive(p, viewer) + " original payment method."
+		if w.Answer == "" {
+			w.Detail = "The payment provider confirmed it" + reference(ref) + ". " + w.Detail
+		}
 		if p.Outcome() == store.OutcomeCancelTooLate {
 			w.Actor = "The cancel " + canceler + " asked for came too late: the refund had already reached the payment provider."
 			w.Reason = decisionReason(p.CanceledBy)
@@ -298,18 +316,18 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 	case store.OutcomeCanceled:
 		w.Outcome = "Canceled by " + canceler + "."
 		w.Reason = decisionReason(p.CanceledBy)
-		w.Detail = "No refund was made and no money moved."
-		if len(p.Operations) > 0 {
-			w.Detail = "The payment provider confirmed that no refund was made: no money moved."
-		}
 	case store.OutcomeDeclined:
 		w.Outcome = "Declined by the payment provider."
-		w.Reason = quoted("The payment provider said", providerSaid)
-		w.Detail = "No refund was made and no money moved."
+		if !strings.Contains(w.Answer, strings.TrimSpace(providerSaid)) {
+			w.Reason = quoted("The payment provider said", providerSaid)
+		}
 	default:
 		w.Outcome = "Not refunded: the request could not be carried out."
-		w.Reason = quoted("The agent said", p.FinalMessage)
-		w.Detail = "No money moved."
+	}
+	if w.Answer == "" && p.Outcome() != store.OutcomeCompleted && p.Outcome() != store.OutcomeCancelTooLate {
+		// A run that ended before this page knew its answer: the one
+		// fact every ending without a refund shares.
+		w.Detail = "No refund was made and no money moved."
 	}
 }
 
@@ -340,19 +358,28 @@ func decisionReason(d *store.Decider) string {
 // approvalReason is an approver's reason for approving, which only staff
 // read: it is about the refund, not for the customer.
 func approvalReason(d *store.Decider, viewer Viewer) string {
-	if d.Reason == "" || !viewer.Staff {
+	if !viewer.Staff {
 		return ""
 	}
-	return ": “" + d.Reason + "”"
+	return ReasonSuffix(d.Reason)
+}
+
+// ReasonSuffix is a reason given with a decision as every line that
+// names one ends: `: “…”`, "" for none. The one place a reason is framed.
+func ReasonSuffix(reason string) string {
+	reason = strings.TrimSpace(reason)
+	if reason == "" {
+		return ""
+	}
+	return ": “" + reason + "”"
 }
 
 // quoted is a reason as the page shows it, "" for none.
 func quoted(lead, s string) string {
-	s = strings.TrimSpace(s)
-	if s == "" {
-		return ""
+	if suffix := ReasonSuffix(s); suffix != "" {
+		return lead + suffix
 	}
-	return lead + ": “" + s + "”"
+	return ""
 }
 
 // Who names the person who made decision d in the viewer's words (who).
@@ -406,10 +433,10 @@ func (v *RunView) EventText(ev store.Event) string {
 // staff only, as Words shows them.
 func (v *RunView) reason(ev store.Event) string {
 	d := store.DeciderOf(ev)
-	if d == nil || d.Reason == "" || (ev.Type == store.EventApprovalGranted && !v.Viewer.Staff) {
+	if d == nil || (ev.Type == store.EventApprovalGranted && !v.Viewer.Staff) {
 		return ""
 	}
-	return ": “" + d.Reason + "”"
+	return ReasonSuffix(d.Reason)
 }
 
 // EventText describes a business event in words, without who acted. The

@@ -77,9 +77,9 @@ var wordsCases = []wordsCase{
 	{"declined by the provider", func() *store.Snapshot {
 		return ended(store.StateFailed, store.OpFailed, "card account closed", approvedByAnn)
 	}, store.OutcomeDeclined, "Declined", views.ToneNeutral, map[string][3]string{
-		"customer": {"Declined by the payment provider.", "", "The payment provider said: “card account closed”"},
-		"approver": {"Declined by the payment provider.", "", "The payment provider said: “card account closed”"},
-		"support":  {"Declined by the payment provider.", "", "The payment provider said: “card account closed”"},
+		"customer": {"Declined by the payment provider.", "", ""},
+		"approver": {"Declined by the payment provider.", "", ""},
+		"support":  {"Declined by the payment provider.", "", ""},
 	}},
 	{"canceled by the customer", func() *store.Snapshot { return ended(store.StateCanceled, "", "", canceledByCat) },
 		store.OutcomeCanceled, "Canceled", views.ToneNeutral, map[string][3]string{
@@ -106,9 +106,9 @@ var wordsCases = []wordsCase{
 		snap.FinalMessage.Body = "Refunds above €0.50 need a person in support."
 		return snap
 	}, store.OutcomeFailed, "Failed", views.ToneBad, map[string][3]string{
-		"customer": {"Not refunded: the request could not be carried out.", "", "The agent said: “Refunds above €0.50 need a person in support.”"},
-		"approver": {"Not refunded: the request could not be carried out.", "", "The agent said: “Refunds above €0.50 need a person in support.”"},
-		"support":  {"Not refunded: the request could not be carried out.", "", "The agent said: “Refunds above €0.50 need a person in support.”"},
+		"customer": {"Not refunded: the request could not be carried out.", "", ""},
+		"approver": {"Not refunded: the request could not be carried out.", "", ""},
+		"support":  {"Not refunded: the request could not be carried out.", "", ""},
 	}},
 	{"verifying then completed", verifiedThenCompleted, store.OutcomeCompleted, "Refunded", views.ToneGood, refunded},
 	{"restarted mid-run", restartedThenCompleted, store.OutcomeCompleted, "Refunded", views.ToneGood, refunded},
@@ -168,6 +168,10 @@ func TestWords_EveryTerminalPathForEveryRole(t *testing.T) {
 				if w.Outcome != want[0] || w.Actor != want[1] || w.Reason != want[2] {
 					t.Errorf("outcome, actor, reason = %q, %q, %q; want %q, %q, %q", w.Outcome, w.Actor, w.Reason, want[0], want[1], want[2])
 				}
+				// The one final answer, the same for every viewer.
+				if want := strings.TrimSpace(c.snap().FinalMessage.Body); w.Answer != want {
+					t.Errorf("answer = %q, want the final message %q", w.Answer, want)
+				}
 				if w.Status != c.status || w.Tone != c.tone || w.Ended != views.RunFinished {
 					t.Errorf("status %q (%s), ended %q; want %q (%s), %q", w.Status, w.Tone, w.Ended, c.status, c.tone, views.RunFinished)
 				}
@@ -198,6 +202,13 @@ func checkPage(t *testing.T, c wordsCase, r role, v *views.RunView) {
 		t.Errorf("the run ends at step %q (%s, %d after it), want %q (%s) last", ended.Text(), tone, ended.NextAll().Length(), c.status, c.tone)
 	}
 	text := squash(doc.Find("#run").Text())
+	// The final answer, exactly once on the page (the timeline's "Final
+	// answer written" line says it was written, not what).
+	if answer := squash(v.FinalMessage); answer != "" {
+		if n := strings.Count(squash(doc.Text()), answer); n != 1 || squash(doc.Find("#final-answer").Text()) != answer {
+			t.Errorf("the final answer %q is on the page %d times (#final-answer %q), want once", answer, n, doc.Find("#final-answer").Text())
+		}
+	}
 	for _, w := range contradictions(c.outcome) {
 		if strings.Contains(text, w) {
 			t.Errorf("the %s page says %q:\n%s", c.outcome, w, text)
