@@ -16,9 +16,9 @@ import (
 // TestExecutor_CancelAnswerAgreesWithOutcome: 40 runs, each with a cancel
 // racing the executor through planning, the operation's creation and the
 // provider call. Whatever the moment, the answer holds: a cancel answered
-// as accepted ends canceled with nothing at the provider; one answered
-// too_late never ends canceled; one that found the run finished changed
-// nothing.
+// as accepted ends canceled with nothing at the provider (an operation it
+// has was never sent, and is closed); one answered too_late never ends
+// canceled; one that found the run finished changed nothing.
 func TestExecutor_CancelAnswerAgreesWithOutcome(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{Latency: 30 * time.Millisecond})
@@ -54,8 +54,14 @@ func TestExecutor_CancelAnswerAgreesWithOutcome(t *testing.T) {
 		}
 		switch answers[i] {
 		case store.DecisionAccepted:
-			if r.State != store.StateCanceled || len(ops) != 0 {
-				t.Errorf("run %d: cancel answered accepted, run ended %s with %d operations; want canceled with none", i, r.State, len(ops))
+			if r.State != store.StateCanceled {
+				t.Errorf("run %d: cancel answered accepted, run ended %s; want canceled", i, r.State)
+			}
+			for _, op := range ops {
+				if op.State != store.OpFailed || !op.Unsent {
+					t.Errorf("run %d: cancel answered accepted, operation %s, unsent %v; want failed, never sent", i, op.State, op.Unsent)
+				}
+				e.wantNoRefundAt(op.ID.String())
 			}
 		case store.DecisionTooLate, store.DecisionRunFinished:
 			if r.State == store.StateCanceled {

@@ -301,9 +301,14 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 		}
 	}()
 	if run.CancelRequested() {
-		if canceled, err := e.cancel(ctx, run); canceled || err != nil {
+		ops, err := e.store.OperationsByRun(ctx, run.ID)
+		if err != nil {
 			return 0, false, err
 		}
+		if !store.CancelTooLate(ops) {
+			return e.cancel(ctx, log, run, ops)
+		}
+		// Too late: the run goes on to whatever the provider decides.
 	}
 	switch run.State {
 	case store.StateCreated:
@@ -362,9 +367,11 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 // settle gets the run's refund to a known outcome through the ledger:
 // record intent, call the provider, record what it confirmed; or, when an
 // earlier attempt's outcome is unknown, ask the provider before anything else.
-// The step is narrated before the operation exists: until it does, a cancel
-// stops the refund (and is answered so); from then on it is too late, and
-// the refund goes on to whatever the provider decides.
+// The step is narrated before the operation exists. Until a call about it
+// may have reached the provider, a cancel stops the refund (and is answered
+// so): no operation is created, and no call begun, after it (the store
+// refuses both under the run's lock). From then on a cancel is too late,
+// and the refund goes on to whatever the provider decides.
 func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run) (time.Duration, bool, error) {
 	ops, err := e.store.OperationsByRun(ctx, run.ID)
 	if err != nil {
@@ -385,7 +392,7 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return 0, false, nil // the next step honours it
 	case err != nil && !errors.Is(err, store.ErrAlreadyDone):
 		if store.ErrorCode(err) == store.CodeConflict {
-			return 0, true, e.finish(ctx, run, store.StateFailed,
+			return 0, false, e.finish(ctx, run, store.StateFailed,
 				"This refund would take the order's refunds past what was paid, so nothing was refunded.")
 		}
 		return 0, false, err
@@ -394,22 +401,16 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	case store.OpSucceeded:
 		return 0, true, e.finishRefunded(ctx, run, op)
 	case store.OpFailed:
-		return 0, true, e.finish(ctx, run, store.StateFailed, failedMessage(op))
+		return 0, false, e.finish(ctx, run, store.StateFailed, failedMessage(op))
 	}
 	if fresh {
 		return e.submit(ctx, log, run, op)
 	}
 	// Nothing about the operation can have reached the provider unseen, so
-	// nothing needs verifying: call (again) with the same key, once a retry
-	// of a refused call is on record.
+	// nothing needs verifying: call (again) with the same key.
 	if idle, err := e.nothingInFlight(ctx, op); err != nil || idle {
 		if err != nil {
 			return 0, false, err
-		}
-		if op.LastCallRefused {
-			if err := e.store.BeginRetry(ctx, op.ID); err != nil {
-				return 0, false, err
-			}
 		}
 		return e.submit(ctx, log, run, op)
 	}
@@ -471,6 +472,8 @@ func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run,
 	case ctx.Err() != nil:
 		// We are stopping or lost the lease: whoever goes on reconciles.
 		return 0, false, ctx.Err()
+	case errors.Is(err, store.ErrCancelRequested):
+		return 0, false, nil // not called: the next step honours the cancel
 	case errors.Is(err, errNotCalled):
 		return 0, false, err
 	case payments.Uncertain(err):
@@ -507,7 +510,7 @@ func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run
 	if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: reason}); ignoreDone(err) != nil {
 		return 0, false, err
 	}
-	return 0, true, e.finish(ctx, run, store.StateFailed, msg)
+	return 0, false, e.finish(ctx, run, store.StateFailed, msg)
 }
 
 func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
@@ -530,10 +533,20 @@ func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Re
 // call makes one provider call about op, bounded by ProviderTimeout, and
 // records it for support: a row before the call (a worker that dies
 // mid-call leaves a call with no answer), its answer and duration after.
-// If the call cannot be recorded it is not made: the error is errNotCalled,
+// A submit is begun through store.BeginSubmit, which refuses it once a
+// cancel came in time. If the call cannot be recorded it is not made: the
+// error is errNotCalled (with store.ErrCancelRequested when that was why),
 // which says nothing about the provider.
 func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, do func(context.Context) (payments.Receipt, error)) (payments.Receipt, error) {
-	id, err := e.store.BeginProviderCall(ctx, op.ID, kind)
+	var (
+		id  int64
+		err error
+	)
+	if kind == store.CallSubmit {
+		id, err = e.store.BeginSubmit(ctx, op.ID)
+	} else {
+		id, err = e.store.BeginProviderCall(ctx, op.ID, kind)
+	}
 	if err != nil {
 		return payments.Receipt{}, fmt.Errorf("%w: %w", errNotCalled, err)
 	}
@@ -576,18 +589,53 @@ func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.
 	return ignoreDone(err)
 }
 
-// cancel honours a cancel request that came in time: before the run had
-// an operation (store.CancelTooLate), the rule RequestCancel answered it
-// by, the run ends canceled. A cancel that came later was answered
-// too_late, and is: the run goes on (canceled false), and ends as the
-// provider decides, completed with cancel.too_late (finishRefunded) or
-// failed, never canceled.
-func (e *Executor) cancel(ctx context.Context, run *store.Run) (canceled bool, err error) {
-	ops, err := e.store.OperationsByRun(ctx, run.ID)
-	if err != nil || store.CancelTooLate(ops) {
-		return false, err
+// cancel ends a run whose cancel came in time (not store.CancelTooLate,
+// the rule RequestCancel answered it by): no call about its refund can
+// have reached the provider, and none begins now (store.BeginSubmit
+// refuses it). An operation the run has is looked up by its key first, so
+// that the run ends saying what the provider confirmed: nothing, and the
+// run ends canceled; or, against every expectation, a refund, which is
+// recorded, and the run then ends as the provider says (too late for the
+// cancel). A lookup the provider does not answer is asked again, backing
+// off; the refund is never sent again. A cancel that came too late is
+// not honoured here: the run goes on, and ends as the provider decides,
+// completed with cancel.too_late (finishRefunded) or failed, never canceled.
+func (e *Executor) cancel(ctx context.Context, log *slog.Logger, run *store.Run, ops []store.Operation) (time.Duration, bool, error) {
+	for i := range ops {
+		op := &ops[i]
+		rc, err := e.lookup(ctx, op)
+		switch {
+		case errors.Is(err, payments.ErrNotFound):
+			continue
+		case err == nil && rc.Status == payments.StatusSucceeded:
+			// Recorded, it makes the cancel too late: the next step ends
+			// the run refunded, saying so.
+			log.Error("cancel: the provider holds a refund under a key no call may have reached it with", "op", op.ID, "ref", rc.Ref)
+			return 0, false, e.record(ctx, op, rc)
+		case err == nil:
+			// Declined: no money moved, and the cancel ends the run.
+			if err := e.record(ctx, op, rc); err != nil {
+				return 0, false, err
+			}
+			continue
+		case ctx.Err() != nil, errors.Is(err, errNotCalled):
+			return 0, false, err
+		}
+		n, nerr := e.store.NoteAttempt(ctx, op.ID, err.Error())
+		if nerr != nil {
+			return 0, false, nerr
+		}
+		wait := e.backoff(n)
+		log.Warn("cancel: provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
+		return wait, true, nil
 	}
-	return true, e.finish(ctx, run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
+	msg := "Canceled. No refund was made and no money moved."
+	if len(ops) > 0 {
+		msg = "Canceled before the refund reached the payment provider, which confirmed that no refund was made. No money moved."
+	}
+	_, err := e.store.FinishCanceled(ctx, run.ID,
+		"canceled before it reached the payment provider, which confirmed it made no refund", msg)
+	return 0, false, ignoreDone(err)
 }
 
 // beginAttempt records the start of a narrating step before it speaks, so
@@ -618,8 +666,14 @@ func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store
 	return ignoreDone(err)
 }
 
+// finish ends the run in state with msg. A cancel that came in time
+// keeps it from ending any way but canceled (store.ErrCancelRequested): it
+// is left for the next step to honour, so the caller must not stop there.
 func (e *Executor) finish(ctx context.Context, run *store.Run, state, msg string) error {
 	_, err := e.store.FinishRun(ctx, run.ID, state, msg)
+	if errors.Is(err, store.ErrCancelRequested) {
+		return nil
+	}
 	return ignoreDone(err)
 }
 

@@ -133,7 +133,7 @@ func TestNoteRefusal_BudgetCountsFromFirstRefusal(t *testing.T) {
 	if _, err := db.Exec(`UPDATE operations SET first_refused_at = now() - interval '10 seconds' WHERE id = $1`, op.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := f.s.BeginRetry(ctx, op.ID); err != nil {
+	if _, err := f.s.BeginSubmit(ctx, op.ID); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "timeout"}); err != nil {
@@ -153,7 +153,7 @@ func TestNoteRefusal_BudgetCountsFromFirstRefusal(t *testing.T) {
 	if !ops[0].LastCallRefused {
 		t.Error("after a refusal the operation does not say its last call was refused")
 	}
-	if err := f.s.BeginRetry(ctx, op.ID); err != nil {
+	if _, err := f.s.BeginSubmit(ctx, op.ID); err != nil {
 		t.Fatal(err)
 	}
 	if ops, err = f.s.OperationsByRun(ctx, r.ID); err != nil {

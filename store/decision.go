@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode/utf8"
@@ -241,16 +242,22 @@ func NotAwaitingApproval(r *Run) *Error {
 		Message: "this run is not waiting for an approval (it is " + strings.ReplaceAll(r.State, "_", " ") + ")"}
 }
 
-// CancelTooLate is the one rule for how late a cancel may come: once an
-// operation exists for the run (ops is its ledger), the refund may have
-// reached the payment provider, so a cancel can no longer promise that no
-// money moves; only the provider's answer can say whether it did.
-func CancelTooLate(ops []Operation) bool { return len(ops) > 0 }
+// CancelTooLate is the one rule for how late a cancel may come: once any
+// call about one of the run's operations (ops is its ledger) may have
+// reached the payment provider, a cancel can no longer promise that no
+// money moves; only the provider's answer can say whether it did. Until
+// then (no operation, or each one Unsent: no call begun, or every call
+// refused before the provider committed anything) a cancel is in time,
+// and no call is begun after it.
+func CancelTooLate(ops []Operation) bool {
+	return slices.ContainsFunc(ops, func(op Operation) bool { return !op.Unsent })
+}
 
 // RequestCancel records that byUserID asked to cancel the run. It is a
 // command, not an outcome: the executor honours it at its next safe
 // boundary. Asking again is DecisionAlreadyMade; asking once the refund may
-// have reached the provider is recorded all the same, and DecisionTooLate.
+// have reached the provider (CancelTooLate) is recorded all the same, and
+// DecisionTooLate.
 func (s *Store) RequestCancel(ctx context.Context, runID uuid.UUID, byUserID int64) (Decision, error) {
 	return s.RequestCancelBecause(ctx, runID, byUserID, "")
 }
@@ -274,8 +281,9 @@ func (s *Store) RequestCancelBecause(ctx context.Context, runID uuid.UUID, byUse
 		if err != nil {
 			return "", nil, err
 		}
-		// Under the run's lock no operation can appear until we commit:
-		// the executor creates one through the same lock.
+		// Under the run's lock no operation can appear, and no call about
+		// one begin, until we commit: the executor does both through the
+		// same lock (SubmitOperation, BeginSubmit).
 		before := r.CancelRequested()
 		if d, err = s.cancelLocked(ctx, tx, r, byUserID, by); err != nil {
 			return "", nil, err

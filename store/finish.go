@@ -39,7 +39,9 @@ var ErrAlreadyDone = errors.New("store: already done")
 // and the terminal event (run.completed, run.failed or run.canceled) with the
 // state change, all in one transaction. Extra events (cancel.too_late, say)
 // are appended before them. Finishing a run that is already finished changes
-// nothing and returns ErrAlreadyDone.
+// nothing and returns ErrAlreadyDone. A run whose cancel was answered in
+// time (CancelTooLate false) ends canceled only: ending it otherwise
+// changes nothing and returns ErrCancelRequested.
 func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message string, extra ...NewEvent) (*Run, error) {
 	end, ok := terminalEvent(state)
 	if !ok {
@@ -49,11 +51,60 @@ func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message s
 		if Terminal(r.State) {
 			return "", nil, ErrAlreadyDone
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, r.ID, message); err != nil {
-			return "", nil, fmt.Errorf("store: final message: %w", err)
+		if state != StateCanceled && r.CancelRequested() {
+			ops, err := operationsByRun(ctx, tx, r.ID)
+			if err != nil {
+				return "", nil, err
+			}
+			if !CancelTooLate(ops) {
+				return "", nil, ErrCancelRequested
+			}
 		}
-		evs := slices.Concat(extra, []NewEvent{EventOf(MessageFinal{Body: message}), EventOf(end)})
-		return state, evs, nil
+		return finishLocked(ctx, tx, r, state, message, end, extra...)
 	})
 	return run, err
+}
+
+// FinishCanceled ends a run whose cancel came in time: its operations that
+// are still open, none of which can have reached the payment provider, are
+// recorded failed with reason (operation.failed), and the run ends canceled
+// with message, in one transaction. A run whose cancel came too late, or
+// was never asked for, is a conflict, and changes nothing; a finished run
+// is ErrAlreadyDone.
+func (s *Store) FinishCanceled(ctx context.Context, runID uuid.UUID, reason, message string) (*Run, error) {
+	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
+		if Terminal(r.State) {
+			return "", nil, ErrAlreadyDone
+		}
+		var ops []Operation
+		if err := tx.SelectContext(ctx, &ops, `SELECT `+operationColumns+` FROM operations
+            WHERE run_id = $1 ORDER BY created_at FOR UPDATE`, r.ID); err != nil {
+			return "", nil, fmt.Errorf("store: lock operations: %w", err)
+		}
+		if !r.CancelRequested() || CancelTooLate(ops) {
+			return "", nil, Errorf(CodeConflict, "the run has no cancel that came in time")
+		}
+		var evs []NewEvent
+		for _, op := range ops {
+			if op.State == OpSucceeded || op.State == OpFailed {
+				continue
+			}
+			if _, err := tx.ExecContext(ctx, `UPDATE operations SET state = 'failed', last_error = $2,
+                last_call_refused = false, updated_at = now() WHERE id = $1`, op.ID, reason); err != nil {
+				return "", nil, fmt.Errorf("store: close operation: %w", err)
+			}
+			evs = append(evs, EventOf(OperationFailed{op.facts(), reason}))
+		}
+		return finishLocked(ctx, tx, r, StateCanceled, message, RunCanceled{State: StateCanceled}, evs...)
+	})
+	return run, err
+}
+
+// finishLocked ends r, whose row tx holds locked, in state (with end, its
+// terminal event): the final message, then extra, message.final and end.
+func finishLocked(ctx context.Context, tx *txn, r *Run, state, message string, end Payload, extra ...NewEvent) (string, []NewEvent, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, r.ID, message); err != nil {
+		return "", nil, fmt.Errorf("store: final message: %w", err)
+	}
+	return state, slices.Concat(extra, []NewEvent{EventOf(MessageFinal{Body: message}), EventOf(end)}), nil
 }

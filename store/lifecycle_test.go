@@ -382,15 +382,20 @@ func wantNotAllowed(t *testing.T, f *fixture, runID uuid.UUID, byUserID int64, w
 	}
 }
 
-// TestRequestCancel_TooLate: once an operation exists, the cancel is still
-// recorded (the executor reconciles before it ends the run), but the outcome
-// says the refund may already be on its way, however often it is asked.
+// TestRequestCancel_TooLate: once a call about the operation may have
+// reached the provider, the cancel is still recorded (the executor
+// reconciles before it ends the run), but the outcome says the refund may
+// already be on its way, however often it is asked.
 func TestRequestCancel_TooLate(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
 	ctx := context.Background()
 	run := f.start(t, "late", 100)
-	if _, err := f.s.SubmitOperation(ctx, run.ID); err != nil {
+	op, err := f.s.SubmitOperation(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.BeginSubmit(ctx, op.ID); err != nil {
 		t.Fatal(err)
 	}
 	for i := range 2 {

@@ -38,6 +38,14 @@ type Operation struct {
 	// refused (it committed nothing) and no call has begun since, so nothing
 	// about the operation is unknown (see NoteRefusal).
 	LastCallRefused bool `db:"last_call_refused" json:"-"`
+	// Unsent: no refund call about the operation can have reached the
+	// payment provider: none has begun, or each one's answer proved it
+	// committed nothing (see BeginSubmit and NoteRefusal). Its zero value
+	// is the safe guess, "may have been sent", for an operation known only
+	// from its events. Once the run's cancel is recorded it no longer
+	// changes, unless the provider itself shows a refund (RecordOutcome),
+	// so it keeps saying what that cancel was answered (CancelTooLate).
+	Unsent bool `db:"unsent" json:"-"`
 }
 
 // facts are what every event about the operation says of it.
@@ -46,7 +54,7 @@ func (op *Operation) facts() OperationFacts {
 }
 
 const operationColumns = `id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts,
-    last_error, created_at, updated_at, last_call_refused`
+    last_error, created_at, updated_at, last_call_refused, unsent`
 
 // SubmitOperation records the intent to refund the run's amount before the
 // provider is called: a submitted ledger row and operation.submitted, with
@@ -56,7 +64,7 @@ const operationColumns = `id, run_id, order_id, kind, amount, currency, state, p
 // paid, whatever other runs do at the same time. Once a cancel is
 // requested it creates none (ErrCancelRequested): RequestCancel answered
 // that cancel as in time, under the same row lock, so the run must end
-// canceled.
+// canceled. The operation starts unsent: no call about it has begun.
 func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operation, error) {
 	var op Operation
 	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
@@ -92,8 +100,8 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 		if err != nil {
 			return "", nil, fmt.Errorf("store: operation id: %w", err)
 		}
-		if err := tx.GetContext(ctx, &op, `INSERT INTO operations (id, run_id, order_id, kind, amount, currency, state)
-            VALUES ($1, $2, $3, 'refund', $4, $5, 'submitted') RETURNING `+operationColumns,
+		if err := tx.GetContext(ctx, &op, `INSERT INTO operations (id, run_id, order_id, kind, amount, currency, state, unsent)
+            VALUES ($1, $2, $3, 'refund', $4, $5, 'submitted', true) RETURNING `+operationColumns,
 			id, r.ID, r.OrderID, r.Amount, r.Currency); err != nil {
 			return "", nil, fmt.Errorf("store: create operation: %w", err)
 		}
@@ -105,9 +113,12 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 	return &op, err
 }
 
-// ErrCancelRequested: SubmitOperation found a cancel requested before any
-// operation existed; the run is to end canceled.
-var ErrCancelRequested = errors.New("store: cancel requested before the refund was submitted")
+// ErrCancelRequested: a cancel was answered in time (before any call about
+// the refund can have reached the payment provider), so the step was not
+// taken: SubmitOperation created no operation, BeginSubmit began no call,
+// FinishRun did not end the run otherwise. The run is to end canceled
+// (FinishCanceled).
+var ErrCancelRequested = errors.New("store: a cancel came in time; the run is to end canceled")
 
 // Outcome is what became known about an operation.
 type Outcome struct {
@@ -121,16 +132,15 @@ type Outcome struct {
 // run moves to reconciling). A succeeded or failed operation is final:
 // recording an outcome again returns ErrAlreadyDone and changes nothing, as
 // does reporting reconciling twice in a row (only the attempt count grows).
+// A success, or an outcome being verified, says a call may have reached the
+// provider: the operation is no longer unsent.
 func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) (*Operation, error) {
-	var runID uuid.UUID
-	if err := s.db.GetContext(ctx, &runID, `SELECT run_id FROM operations WHERE id = $1`, opID); err != nil {
-		if errors.Is(err, sql.ErrNoRows) {
-			return nil, ErrNotFound
-		}
-		return nil, fmt.Errorf("store: load operation: %w", err)
+	runID, err := s.runOfOperation(ctx, opID)
+	if err != nil {
+		return nil, err
 	}
 	var op Operation
-	_, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
+	_, _, err = s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if err := tx.GetContext(ctx, &op, `SELECT `+operationColumns+` FROM operations WHERE id = $1 FOR UPDATE`, opID); err != nil {
 			return "", nil, fmt.Errorf("store: load operation: %w", err)
 		}
@@ -159,7 +169,8 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 			return "", nil, fmt.Errorf("store: record outcome: unknown state %q", out.State)
 		}
 		if err := tx.GetContext(ctx, &op, `UPDATE operations SET state = $2, provider_ref = COALESCE($3, provider_ref),
-            last_error = $4, attempts = attempts + 1, last_call_refused = false, updated_at = now()
+            last_error = $4, attempts = attempts + 1, last_call_refused = false,
+            unsent = unsent AND $2 NOT IN ('succeeded', 'reconciling'), updated_at = now()
             WHERE id = $1 RETURNING `+operationColumns,
 			op.ID, out.State, ref, out.Reason); err != nil {
 			return "", nil, fmt.Errorf("store: record outcome: %w", err)
@@ -186,40 +197,93 @@ type Refusal struct {
 }
 
 // NoteRefusal records that the provider refused a call about the operation
-// and committed nothing (a 503 or 429), with the reason. The outage budget
-// is counted from the first refusal, kept in the row, so neither a resume
-// nor a reconcile pass spends it, whichever worker makes them. It also marks
-// that no call is in flight: until BeginRetry, a resumed worker knows the
-// operation committed nothing and may call again with the same key.
+// and committed nothing (a 503 or 429, a refused connection), with the
+// reason. The outage budget is counted from the first refusal, kept in the
+// row, so neither a resume nor a reconcile pass spends it, whichever worker
+// makes them. It also marks that no call is in flight: until BeginSubmit, a
+// resumed worker knows the operation committed nothing and may call again
+// with the same key. While the operation was never in doubt (submitted,
+// not reconciling) the refusal makes it unsent again, so a cancel is in time
+// once more; not once the run's cancel is recorded, whose answer it keeps.
+// It takes the run's row lock, as a cancel does, so the cancel's answer and
+// this change are made one after the other.
 func (s *Store) NoteRefusal(ctx context.Context, opID uuid.UUID, reason string) (Refusal, error) {
+	runID, err := s.runOfOperation(ctx, opID)
+	if err != nil {
+		return Refusal{}, err
+	}
 	var r struct {
 		Count  int   `db:"refusals"`
 		Micros int64 `db:"micros"`
 	}
-	err := s.db.GetContext(ctx, &r, `UPDATE operations SET refusals = refusals + 1, attempts = attempts + 1,
-            first_refused_at = COALESCE(first_refused_at, now()), last_call_refused = true,
-            last_error = $2, updated_at = now()
-        WHERE id = $1 AND state IN ('submitted', 'reconciling')
-        RETURNING refusals, (extract(epoch FROM now() - first_refused_at) * 1e6)::bigint AS micros`, opID, reason)
-	if errors.Is(err, sql.ErrNoRows) {
-		return Refusal{}, ErrAlreadyDone
-	}
+	_, _, err = s.mutate(ctx, runID, func(tx *txn, run *Run) (string, []NewEvent, error) {
+		err := tx.GetContext(ctx, &r, `UPDATE operations SET refusals = refusals + 1, attempts = attempts + 1,
+                first_refused_at = COALESCE(first_refused_at, now()), last_call_refused = true,
+                unsent = unsent OR (state = 'submitted' AND NOT $3), last_error = $2, updated_at = now()
+            WHERE id = $1 AND state IN ('submitted', 'reconciling')
+            RETURNING refusals, (extract(epoch FROM now() - first_refused_at) * 1e6)::bigint AS micros`,
+			opID, reason, run.CancelRequested())
+		if errors.Is(err, sql.ErrNoRows) {
+			return "", nil, ErrAlreadyDone
+		}
+		if err != nil {
+			return "", nil, fmt.Errorf("store: note refusal: %w", err)
+		}
+		return "", nil, nil
+	})
 	if err != nil {
-		return Refusal{}, fmt.Errorf("store: note refusal: %w", err)
+		return Refusal{}, err
 	}
 	return Refusal{Count: r.Count, For: time.Duration(r.Micros) * time.Microsecond}, nil
 }
 
-// BeginRetry records that a call about a refused operation is about to
-// begin. From here on the outcome is unknown again until the call answers:
-// a worker that resumes the operation after this must ask the provider
-// before anything else.
-func (s *Store) BeginRetry(ctx context.Context, opID uuid.UUID) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE operations SET last_call_refused = false, updated_at = now()
-        WHERE id = $1`, opID); err != nil {
-		return fmt.Errorf("store: begin retry: %w", err)
+// BeginSubmit records that a refund call about the operation is about to
+// be made, before it is, and returns the call's ID for EndProviderCall. It
+// is decided under the run's row lock, as a cancel is, so the two never
+// cross: once a cancel was answered in time (every operation of the run
+// unsent) no call begins, and it returns ErrCancelRequested; otherwise the
+// operation is no longer unsent (from now on a cancel is too late) and no
+// longer waits after a refused call (a worker that resumes it must ask the
+// provider before anything else).
+func (s *Store) BeginSubmit(ctx context.Context, opID uuid.UUID) (int64, error) {
+	runID, err := s.runOfOperation(ctx, opID)
+	if err != nil {
+		return 0, err
 	}
-	return nil
+	var id int64
+	_, _, err = s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
+		if r.CancelRequested() {
+			ops, err := operationsByRun(ctx, tx, r.ID)
+			if err != nil {
+				return "", nil, err
+			}
+			if !CancelTooLate(ops) {
+				return "", nil, ErrCancelRequested
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE operations SET unsent = false, last_call_refused = false, updated_at = now()
+            WHERE id = $1`, opID); err != nil {
+			return "", nil, fmt.Errorf("store: begin submit: %w", err)
+		}
+		if err := tx.GetContext(ctx, &id, `INSERT INTO provider_calls (operation_id, kind) VALUES ($1, $2) RETURNING id`,
+			opID, CallSubmit); err != nil {
+			return "", nil, fmt.Errorf("store: begin submit: %w", err)
+		}
+		return "", nil, nil
+	})
+	return id, err
+}
+
+// runOfOperation is the run the operation belongs to.
+func (s *Store) runOfOperation(ctx context.Context, opID uuid.UUID) (uuid.UUID, error) {
+	var runID uuid.UUID
+	if err := s.db.GetContext(ctx, &runID, `SELECT run_id FROM operations WHERE id = $1`, opID); err != nil {
+		if errors.Is(err, sql.ErrNoRows) {
+			return uuid.Nil, ErrNotFound
+		}
+		return uuid.Nil, fmt.Errorf("store: load operation: %w", err)
+	}
+	return runID, nil
 }
 
 // OperationsByRun lists a run's ledger rows.

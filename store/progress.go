@@ -147,6 +147,12 @@ func (p *Progress) Apply(ev Event) {
 	switch ev.Type {
 	case EventCancelRequested:
 		p.CancelRequested = true
+		// The event does not say whether it came in time, and a call may
+		// have begun since the snapshot was read: say only what is true
+		// either way (CancelTooLate), as a fresh snapshot would say more.
+		for i := range p.Operations {
+			p.Operations[i].Unsent = false
+		}
 	case EventApprovalRequested:
 		p.ApprovalAsked = true
 	case EventMessageFinal:
@@ -176,6 +182,10 @@ func (p *Progress) applyOperation(runID uuid.UUID, n OperationNews) {
 		// succeeded and failed are final in the ledger.
 		if op.State != OpSucceeded && op.State != OpFailed {
 			op.State = state
+		}
+		// As RecordOutcome: a call may have reached the provider.
+		if state == OpSucceeded || state == OpReconciling {
+			op.Unsent = false
 		}
 		if ref.Valid {
 			op.ProviderRef = ref

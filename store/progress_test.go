@@ -116,3 +116,40 @@ func TestStateAfter_NamesOnlyRunStates(t *testing.T) {
 		}
 	}
 }
+
+// TestProgress_StreamNeverClaimsACancelInTime: a page read while every
+// call was refused (its operation unsent) may offer a cancel; the events
+// after it cannot say whether a call began since, so once a cancel or an
+// outcome being verified arrives the progress no longer says the cancel
+// can stop the money: it says only what is true either way.
+func TestProgress_StreamNeverClaimsACancelInTime(t *testing.T) {
+	t.Parallel()
+	for _, e := range []struct {
+		typ     string
+		payload map[string]any
+	}{
+		{store.EventCancelRequested, map[string]any{"by": 1}},
+		{store.EventOperationReconciling, nil},
+	} {
+		t.Run(e.typ, func(t *testing.T) {
+			snap := planningSnapshot()
+			opID := uuid.New()
+			snap.Run.State = store.StateSubmitting
+			snap.Operations = []store.Operation{{ID: opID, Amount: 500, Currency: "EUR", State: store.OpSubmitted, Unsent: true}}
+			p := store.ProgressOf(snap)
+			if store.CancelTooLate(p.Operations) {
+				t.Fatal("a snapshot whose operation was never sent says a cancel is too late")
+			}
+			if e.payload == nil {
+				e.payload = map[string]any{"operation_id": opID, "reason": "timeout"}
+			}
+			p.Apply(logEvent(t, snap.Run.ID, 5, e.typ, e.payload))
+			if !store.CancelTooLate(p.Operations) {
+				t.Errorf("after %s the progress still says a cancel stops the money", e.typ)
+			}
+			if !snap.Operations[0].Unsent {
+				t.Error("Apply changed the snapshot's ledger")
+			}
+		})
+	}
+}

@@ -65,6 +65,11 @@ GROUP BY o.id HAVING sum(r.amount) > o.amount`},
 	{"every succeeded operation has a provider reference", `
 SELECT format('operation %s succeeded without a provider reference', id) FROM operations
 WHERE state = 'succeeded' AND COALESCE(provider_ref, '') = ''`},
+	{"a canceled run's refund never reached the provider: each of its operations is failed and unsent", `
+SELECT format('run %s is canceled but its operation %s is %s%s', r.id, op.id, op.state,
+              CASE WHEN op.unsent THEN '' ELSE ' and may have reached the provider' END)
+FROM runs r JOIN operations op ON op.run_id = r.id
+WHERE r.state = 'canceled' AND (op.state <> 'failed' OR NOT op.unsent)`},
 	{"a completed refund run has a succeeded operation", `
 SELECT format('run %s completed but its operation is %s', r.id, op.state) FROM runs r
 JOIN operations op ON op.run_id = r.id
