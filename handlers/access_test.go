@@ -583,3 +583,32 @@ func TestAudit_ThroughTheWeb(t *testing.T) {
 		t.Errorf("audit page actions = %q, want newest first starting with support's login", all.Text())
 	}
 }
+
+// TestRunPage_StatusOnlyCustomerToldWhyAndMayCancel: a customer whose
+// refund access was withdrawn reads why they see the status only, and
+// may still cancel their own unfinished run on the page, as the API lets
+// them (it moves no money). They used to lose the button, with no reason.
+func TestRunPage_StatusOnlyCustomerToldWhyAndMayCancel(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.awaitingApproval(t, "customer@example.com")
+	if err := a.store.SetGrant(context.Background(), run.OwnerID, store.GrantRefundAccess, false); err != nil {
+		t.Fatal(err)
+	}
+	c := a.client(t)
+	a.login(t, c, "customer@example.com")
+	doc := a.get(t, c, "/runs/"+run.ID.String()).doc(t)
+	if got := doc.Find("#status-only").Text(); !strings.Contains(got, "withdrawn") {
+		t.Errorf("#status-only = %q, want it to say access was withdrawn", got)
+	}
+	if doc.Find("#cancel").Length() != 1 {
+		t.Fatal("the status-only owner is not offered Cancel")
+	}
+	r := a.post(t, c, "/runs/"+run.ID.String()+"/cancel", url.Values{})
+	if r.status != http.StatusSeeOther && r.status != http.StatusOK {
+		t.Fatalf("cancel = %d, want it taken", r.status)
+	}
+	if n := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'cancel.requested'`, run.ID); n != 1 {
+		t.Errorf("cancels recorded = %d, want 1", n)
+	}
+}

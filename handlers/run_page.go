@@ -51,7 +51,9 @@ func viewerOf(u *store.User, run *store.Run, access Access) views.Viewer {
 	}
 	staff := u.Role == store.RoleApprover || u.Role == store.RoleSupport || u.Role == store.RoleAdmin
 	if access != AccessFull {
-		return views.Viewer{UserID: u.ID, Staff: staff}
+		// A customer who lost refund_access still owns their run: a cancel
+		// moves no money, and the API takes it too.
+		return views.Viewer{UserID: u.ID, Staff: staff, MayCancel: run.OwnerID == u.ID}
 	}
 	approver := u.Role == store.RoleApprover
 	return views.Viewer{

@@ -23,6 +23,16 @@ import (
 // updates stopped, on the page that saw it end and on every reload.
 const RunFinished = "The run has finished."
 
+// StatusOnly says why a viewer sees a run's status and outcome and not its
+// history: a customer's refund access was taken away (they may still
+// cancel their own run while it goes on).
+func StatusOnly(viewer Viewer) string {
+	if viewer.Staff {
+		return "You can see this run's status and outcome only."
+	}
+	return "Your access to refund histories has been withdrawn, so you see this run's status and outcome only. You can still cancel it while it goes on."
+}
+
 // StepRestarted is the quiet note beside the narration when a step began
 // again (a worker died, a restart): what the agent said before is not shown.
 const StepRestarted = "The agent restarted this step."
