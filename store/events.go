@@ -89,8 +89,11 @@ type ChildFinished struct {
 	ChildRunID uuid.UUID `json:"child_run_id"`
 	OrderID    int64     `json:"order_id"`
 	State      string    `json:"state"`
-	Refunded   int64     `json:"refunded"`
-	Currency   string    `json:"currency"`
+	// Outcome is how the child ended, as its own page names it
+	// (EndedAs): a failed child was declined by the provider or not.
+	Outcome  string `json:"outcome,omitempty"`
+	Refunded int64  `json:"refunded"`
+	Currency string `json:"currency"`
 }
 
 // RunPlanning is run.planning's payload: empty.

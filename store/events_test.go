@@ -55,8 +55,8 @@ func eventSamples() []eventSample {
 			"amount currency order_id reason refunds"),
 		sampleOf(store.ChildStarted{ChildRunID: op.OperationID, Position: 1, OrderID: 3, Amount: 1250, Currency: "EUR"},
 			"amount child_run_id currency order_id position"),
-		sampleOf(store.ChildFinished{ChildRunID: op.OperationID, OrderID: 3, State: store.StateFailed, Refunded: 0, Currency: "EUR"},
-			"child_run_id currency order_id refunded state"),
+		sampleOf(store.ChildFinished{ChildRunID: op.OperationID, OrderID: 3, State: store.StateFailed, Outcome: store.OutcomeDeclined, Refunded: 0, Currency: "EUR"},
+			"child_run_id currency order_id outcome refunded state"),
 	}
 }
 

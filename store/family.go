@@ -346,7 +346,8 @@ func (s *Store) childEnded(ctx context.Context, tx *txn, r *Run) error {
 	)
 	for _, k := range kids {
 		if k.ID == r.ID {
-			evs = append(evs, EventOf(ChildFinished{ChildRunID: k.ID, OrderID: k.OrderID, State: r.State, Refunded: k.Refunded, Currency: r.Currency}))
+			evs = append(evs, EventOf(ChildFinished{ChildRunID: k.ID, OrderID: k.OrderID, State: r.State,
+				Outcome: EndedAs(r.State, k.Declined, r.CancelRequested()), Refunded: k.Refunded, Currency: r.Currency}))
 		}
 		states = append(states, k.State)
 	}

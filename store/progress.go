@@ -107,19 +107,29 @@ const (
 
 // Outcome names how the run ended, "" while it goes on.
 func (p *Progress) Outcome() string {
-	switch p.State {
+	declined := false
+	for _, op := range p.Operations {
+		declined = declined || op.State == OpFailed
+	}
+	return EndedAs(p.State, declined, p.CancelRequested)
+}
+
+// EndedAs names how a run in state ended, "" while it goes on: declined,
+// the provider refused its refund; cancelRequested, a cancel was asked
+// for. The one rule, for a run's page and a request's record of it
+// (child.finished).
+func EndedAs(state string, declined, cancelRequested bool) string {
+	switch state {
 	case StateCompleted:
-		if p.CancelRequested {
+		if cancelRequested {
 			return OutcomeCancelTooLate
 		}
 		return OutcomeCompleted
 	case StateCanceled:
 		return OutcomeCanceled
 	case StateFailed:
-		for _, op := range p.Operations {
-			if op.State == OpFailed {
-				return OutcomeDeclined
-			}
+		if declined {
+			return OutcomeDeclined
 		}
 		return OutcomeFailed
 	}

@@ -142,3 +142,25 @@ func TestFamilyStreamEvent(t *testing.T) {
 		})
 	}
 }
+
+// TestEventText_ChildFinishedAsItsPageSays: a request's timeline names how
+// each refund ended with the word its own page uses: a declined one read
+// "ended failed: nothing refunded" where its page said "Declined".
+func TestEventText_ChildFinishedAsItsPageSays(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		payload map[string]any
+		want    string
+	}{
+		{map[string]any{"order_id": 3, "state": "failed", "outcome": "declined", "refunded": 0, "currency": "EUR"},
+			"The refund for order #3 ended: Declined, nothing refunded"},
+		{map[string]any{"order_id": 4, "state": "completed", "outcome": "cancel_too_late", "refunded": 150, "currency": "EUR"},
+			"The refund for order #4 ended: Refunded, €1.50"},
+		{map[string]any{"order_id": 5, "state": "canceled", "refunded": 0, "currency": "EUR"},
+			"The refund for order #5 ended: Canceled, nothing refunded"},
+	} {
+		if got := views.EventText(ev(9, store.EventChildFinished, tc.payload)); got != tc.want {
+			t.Errorf("EventText = %q, want %q", got, tc.want)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package views
 
 import (
+	"cmp"
 	"fmt"
 	"strconv"
 	"strings"
@@ -171,7 +172,13 @@ func statusWord(p *store.Progress) string {
 	case store.StateReconciling:
 		return "Verifying the result"
 	}
-	switch p.Outcome() {
+	return outcomeWord(p.Outcome())
+}
+
+// outcomeWord is how a run ended in a word, on its page, in its status and
+// in its request's timeline alike.
+func outcomeWord(outcome string) string {
+	switch outcome {
 	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
 		return "Refunded"
 	case store.OutcomeDeclined:
@@ -466,10 +473,13 @@ func EventText(ev store.Event) string {
 		return fmt.Sprintf("Started the refund of %s for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
 	case store.EventChildFinished:
 		p, _ := store.PayloadOf[store.ChildFinished](ev)
+		// The child's own page's word for its ending (an event written
+		// before outcome was recorded reads by its state).
+		end := outcomeWord(cmp.Or(p.Outcome, store.EndedAs(p.State, false, false)))
 		if p.Refunded > 0 {
-			return fmt.Sprintf("The refund for order #%d ended %s: %s refunded", p.OrderID, p.State, store.FormatMoney(p.Refunded, p.Currency))
+			return fmt.Sprintf("The refund for order #%d ended: %s, %s", p.OrderID, end, store.FormatMoney(p.Refunded, p.Currency))
 		}
-		return fmt.Sprintf("The refund for order #%d ended %s: nothing refunded", p.OrderID, p.State)
+		return fmt.Sprintf("The refund for order #%d ended: %s, nothing refunded", p.OrderID, end)
 	case store.EventRunPlanning:
 		return "The agent started looking at the request"
 	case store.EventStepAttempt:
