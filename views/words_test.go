@@ -77,9 +77,9 @@ var wordsCases = []wordsCase{
 	{"declined by the provider", func() *store.Snapshot {
 		return ended(store.StateFailed, store.OpFailed, "card account closed", approvedByAnn)
 	}, store.OutcomeDeclined, "Declined", views.ToneNeutral, map[string][3]string{
-		"customer": {"Declined by the payment provider.", "", ""},
-		"approver": {"Declined by the payment provider.", "", ""},
-		"support":  {"Declined by the payment provider.", "", ""},
+		"customer": {"Declined by the payment provider.", "", "The payment provider said: “card account closed”"},
+		"approver": {"Declined by the payment provider.", "", "The payment provider said: “card account closed”"},
+		"support":  {"Declined by the payment provider.", "", "The payment provider said: “card account closed”"},
 	}},
 	{"canceled by the customer", func() *store.Snapshot { return ended(store.StateCanceled, "", "", canceledByCat) },
 		store.OutcomeCanceled, "Canceled", views.ToneNeutral, map[string][3]string{
