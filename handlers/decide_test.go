@@ -235,8 +235,8 @@ func TestCancel_BySupport(t *testing.T) {
 	}
 }
 
-// TestCancel_TooLate: once the refund's operation exists it may have
-// reached the provider; the cancel is recorded, and the answer says it is
+// TestCancel_TooLate: once a call about the refund's operation may have
+// reached the provider, the cancel is recorded, and the answer says it is
 // too late and that the result is being confirmed.
 func TestCancel_TooLate(t *testing.T) {
 	t.Parallel()
@@ -246,7 +246,12 @@ func TestCancel_TooLate(t *testing.T) {
 	if _, err := a.store.Approve(ctx, run.ID, a.user(t, "approver@example.com").ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.SubmitOperation(ctx, run.ID); err != nil {
+	op, err := a.store.SubmitOperation(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A refund call is on its way: it may reach the provider.
+	if _, err := a.store.BeginSubmit(ctx, op.ID); err != nil {
 		t.Fatal(err)
 	}
 	c := a.client(t)

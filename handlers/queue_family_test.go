@@ -210,7 +210,11 @@ func TestAPICancelFamily(t *testing.T) {
 	if _, err := a.store.Approve(ctx, fam.Children[0].ID, a.user(t, "approver@example.com").ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.SubmitOperation(ctx, fam.Children[0].ID); err != nil {
+	op, err := a.store.SubmitOperation(ctx, fam.Children[0].ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := a.store.BeginSubmit(ctx, op.ID); err != nil {
 		t.Fatal(err)
 	}
 	c := a.client(t)

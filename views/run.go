@@ -50,6 +50,9 @@ type RunView struct {
 	// Answer is what the viewer's own decision just did, shown next to the
 	// buttons; the next render from the log replaces it.
 	Answer string
+	// said is Words, computed once for the parts of one render; Apply
+	// forgets it.
+	said *Said
 }
 
 // NewRunView builds the view of a snapshot, with the latest NarrationShown
@@ -122,8 +125,22 @@ func (v *RunView) CanCancel() bool {
 // the new attempt's only.
 func (v *RunView) Restarted() bool { return v.RestartSeq > 0 }
 
-// Words is what the run says to this viewer (words.go).
-func (v *RunView) Words() Said { return Words(&v.Progress, v.Viewer) }
+// Words is what the run says to this viewer (words.go), computed once per
+// state of the view: every part of one render shows a piece of the same Said.
+func (v *RunView) Words() Said {
+	if v.said == nil {
+		w := Words(&v.Progress, v.Viewer)
+		v.said = &w
+	}
+	return *v.said
+}
+
+// Apply moves the view forward by one event (store.Progress.Apply); its
+// words are computed again at their next use.
+func (v *RunView) Apply(ev store.Event) {
+	v.Progress.Apply(ev)
+	v.said = nil
+}
 
 // inTimeline reports whether an event is a line of the run page's
 // timeline, the business history. A restarted step is told beside the
