@@ -58,6 +58,7 @@ type apiRun struct {
 	Amount          int64         `json:"amount"`
 	Currency        string        `json:"currency"`
 	Reason          string        `json:"reason"`
+	RetryOf         uuid.NullUUID `json:"retry_of"` // the run this one asks again for
 	CancelRequested bool          `json:"cancel_requested"`
 	CreatedAt       time.Time     `json:"created_at"`
 	UpdatedAt       time.Time     `json:"updated_at"`
@@ -71,7 +72,7 @@ type apiRun struct {
 
 func newAPIRun(r *store.Run) apiRun {
 	out := apiRun{ID: r.ID, State: r.State, Kind: r.Kind, ParentRunID: r.ParentRunID, CorrelationID: r.CorrelationID, OrderID: r.OrderID, Amount: r.Amount, Currency: r.Currency,
-		Reason: r.Reason, CancelRequested: r.CancelRequested(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
+		Reason: r.Reason, RetryOf: r.RetryOf, CancelRequested: r.CancelRequested(), CreatedAt: r.CreatedAt, UpdatedAt: r.UpdatedAt}
 	if r.FinishedAt.Valid {
 		out.FinishedAt = &r.FinishedAt.Time
 	}
@@ -184,12 +185,15 @@ func (h *Handler) apiListOrders(c echo.Context) error {
 
 // apiStartBody is the body of POST /api/runs: one order's refund
 // (order_id and amount, in minor units), or several (refunds), which
-// start a family: a parent run and a child run per order.
+// start a family: a parent run and a child run per order. With retry_of,
+// it asks again for that run, copying what the body does not give
+// (again.go).
 type apiStartBody struct {
 	OrderID int64              `json:"order_id"`
 	Amount  int64              `json:"amount"`
 	Refunds []store.RefundItem `json:"refunds"`
 	Reason  string             `json:"reason"`
+	RetryOf *string            `json:"retry_of"`
 }
 
 // DefaultMaxFamilySize is MAX_FAMILY_SIZE's default.
@@ -210,6 +214,9 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	if bad := decodeJSON(c.Request().Body, &body); bad != nil {
 		return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: bad.message}})
 	}
+	if body.RetryOf != nil {
+		return h.apiAskAgain(c, u, key, body)
+	}
 	if body.Refunds != nil {
 		return h.apiStartFamily(c, u, key, body)
 	}
@@ -220,6 +227,12 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	return apiStarted(c, run, created)
+}
+
+// apiStarted answers a single run's start: 201 with the run it started, or
+// 200 with the one the key already had.
+func apiStarted(c echo.Context, run *store.Run, created bool) error {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated
@@ -241,6 +254,13 @@ func (h *Handler) apiStartFamily(c echo.Context, u *store.User, key string, body
 	if err != nil {
 		return err
 	}
+	return apiStartedFamily(c, fam, created)
+}
+
+// apiStartedFamily answers a family's start: 201 with the parent and its
+// children, each with its covering seq, or 200 with the family the key
+// already had.
+func apiStartedFamily(c echo.Context, fam *store.Family, created bool) error {
 	status := http.StatusOK
 	if created {
 		status = http.StatusCreated

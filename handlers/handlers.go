@@ -184,6 +184,7 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/runs/:id/cancel", h.cancelRun, signedIn, bodyForm},
 		{http.MethodGet, "/support/runs", h.showSupportRuns, signedIn, bodyNone},
 		{http.MethodGet, "/runs/:id", h.showRunPage, signedIn, bodyNone},
+		{http.MethodGet, "/runs/:id/again", h.showAskAgainPage, signedIn, bodyNone},
 		// The page's stream answers a missing session itself (a named close
 		// event), since a redirect would make the SSE extension retry forever.
 		{http.MethodGet, "/runs/:id/events", h.streamRunPage, runStream, bodyNone},

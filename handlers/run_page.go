@@ -39,6 +39,9 @@ func (h *Handler) showRunPage(c echo.Context) error {
 	// A decision made without JavaScript comes back here: its answer goes
 	// next to the buttons, and is gone at the next render from the log.
 	v.Answer = h.takeAnswer(c, run.ID)
+	if v.Retries, err = h.store.RetriesOf(ctx, v.Run); err != nil {
+		return err
+	}
 	// The page changes with every event: never serve it from a cache.
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.RunPage(u, v))
@@ -57,9 +60,10 @@ func viewerOf(u *store.User, run *store.Run, access Access) views.Viewer {
 	}
 	approver := u.Role == store.RoleApprover
 	return views.Viewer{
-		MayApprove: approver && run.OwnerID != u.ID,
-		MayCancel:  approver || run.OwnerID == u.ID,
-		UserID:     u.ID,
-		Staff:      staff,
+		MayApprove:  approver && run.OwnerID != u.ID,
+		MayCancel:   approver || run.OwnerID == u.ID,
+		UserID:      u.ID,
+		Staff:       staff,
+		MayAskAgain: run.OwnerID == u.ID && mayStartRefunds(u),
 	}
 }

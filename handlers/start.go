@@ -151,13 +151,14 @@ type requestForm struct {
 	RequestID string
 	Picks     []startForm // one per order ticked: its ID and amount as posted
 	Reason    string
+	RetryOf   string // the run this form asks again for (GET /runs/{id}/again), as posted
 }
 
 // readRequestForm reads the posted form. Each ticked order's amount is its
 // own field (amount_ID); a post naming one order with the single amount
 // field (the form before orders could be ticked together) reads the same.
 func readRequestForm(values url.Values) requestForm {
-	f := requestForm{RequestID: values.Get("request_id"), Reason: values.Get("reason")}
+	f := requestForm{RequestID: values.Get("request_id"), Reason: values.Get("reason"), RetryOf: values.Get("retry_of")}
 	ids := values["order_id"]
 	for _, id := range ids {
 		amount := values.Get("amount_" + strings.TrimSpace(id))
@@ -187,6 +188,14 @@ func (f requestForm) Validate(orders []store.Order, max int) (store.FamilyReques
 			"One request may refund at most %d orders; you ticked %d. Ask for the others in another request.", max, len(f.Picks))
 	}
 	req := store.FamilyRequest{ClientRequestID: requestID}
+	if raw := strings.TrimSpace(f.RetryOf); raw != "" {
+		id, err := uuid.Parse(raw)
+		if err != nil {
+			// The server wrote it: it is not the form the server served.
+			return store.FamilyRequest{}, store.Errorf(store.CodeInvalid, "This form is out of date. Check the details and submit it again.")
+		}
+		req.RetryOf = uuid.NullUUID{UUID: id, Valid: true}
+	}
 	for _, p := range f.Picks {
 		id, amount, err := p.order(orders)
 		if err != nil {
@@ -243,7 +252,8 @@ func (h *Handler) startRun(c echo.Context) error {
 func (h *Handler) start(ctx context.Context, u *store.User, req store.FamilyRequest, maxOrders int) (uuid.UUID, error) {
 	if len(req.Refunds) == 1 {
 		run, _, err := h.store.StartRun(ctx, store.StartRequest{OwnerID: u.ID, ClientRequestID: req.ClientRequestID,
-			OrderID: req.Refunds[0].OrderID, Amount: req.Refunds[0].Amount, Reason: req.Reason, RatePerMinute: h.cfg.StartRatePerUser})
+			OrderID: req.Refunds[0].OrderID, Amount: req.Refunds[0].Amount, Reason: req.Reason, RetryOf: req.RetryOf,
+			RatePerMinute: h.cfg.StartRatePerUser})
 		if err != nil {
 			return uuid.Nil, err
 		}
@@ -261,6 +271,10 @@ func (h *Handler) start(ctx context.Context, u *store.User, req store.FamilyRequ
 // form as it was posted and the reason in words.
 func (h *Handler) refuseStart(c echo.Context, f requestForm, err error) error {
 	form := views.StartForm{RequestID: f.RequestID, Reason: f.Reason, Amounts: map[string]string{}}
+	if id, err := uuid.Parse(strings.TrimSpace(f.RetryOf)); err == nil {
+		// Still asking again, whatever was wrong with the rest.
+		form.RetryOf = id.String()
+	}
 	for _, p := range f.Picks {
 		id := strings.TrimSpace(p.OrderID)
 		form.Orders = append(form.Orders, id)

@@ -31,6 +31,9 @@ func (h *Handler) showFamilyPage(c echo.Context, run *store.Run, access Access) 
 	u := currentUser(c)
 	f := views.NewFamilyView(fs, access == AccessFull, viewerOf(u, run, access))
 	f.Answer = h.takeAnswer(c, run.ID)
+	if f.Retries, err = h.store.RetriesOf(c.Request().Context(), fs.Parent.Run); err != nil {
+		return err
+	}
 	c.Response().Header().Set("Cache-Control", "no-store")
 	return render(c, http.StatusOK, views.FamilyPage(u, f))
 }

@@ -94,6 +94,9 @@ func (h *Handler) supportSnapshot(c echo.Context) (*views.SupportRun, error) {
 		return nil, err
 	}
 	d := views.NewSupportRun(snap, people)
+	if d.Retries, err = h.store.RetriesOf(ctx, snap.Run); err != nil {
+		return nil, err
+	}
 	if snap.Run.IsParent() || snap.Run.ParentRunID.Valid {
 		// The parent and every child, each as the search lists it.
 		f := store.RunFilter{Family: snap.Run.ID, Limit: familyReadLimit}

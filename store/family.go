@@ -35,6 +35,8 @@ type FamilyRequest struct {
 	ClientRequestID string
 	Refunds         []RefundItem
 	Reason          string
+	// RetryOf is StartRequest's: the run this request asks again for.
+	RetryOf uuid.NullUUID
 	// MaxChildren bounds len(Refunds) (MAX_FAMILY_SIZE); RatePerMinute is
 	// StartRequest's, counting each child as a start.
 	MaxChildren   int
@@ -86,6 +88,9 @@ func (s *Store) StartFamily(ctx context.Context, req FamilyRequest) (fam *Family
 	}
 	err = s.inTx(ctx, func(tx *txn) error {
 		if fam, err = existingFamily(ctx, tx, req); !errors.Is(err, ErrNotFound) {
+			return err
+		}
+		if err := checkAskAgain(ctx, tx, req.OwnerID, req.RetryOf); err != nil {
 			return err
 		}
 		orders, err := lockOrders(ctx, tx, req)
@@ -181,10 +186,10 @@ func (s *Store) insertFamily(ctx context.Context, tx *txn, req FamilyRequest, or
 	fam := &Family{Parent: &Run{}}
 	// The parent is never a worker's: its children's ends move it.
 	if err := tx.GetContext(ctx, fam.Parent, `
-INSERT INTO runs (id, kind, correlation_id, owner_id, amount, currency, reason, client_request_id, next_attempt_at)
-VALUES ($1, 'request', $1, $2, $3, $4, $5, $6, 'infinity')
+INSERT INTO runs (id, kind, correlation_id, owner_id, amount, currency, reason, client_request_id, next_attempt_at, retry_of)
+VALUES ($1, 'request', $1, $2, $3, $4, $5, $6, 'infinity', $7)
 ON CONFLICT (owner_id, client_request_id) WHERE parent_run_id IS NULL DO NOTHING
-RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID); errors.Is(err, sql.ErrNoRows) {
+RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID, req.RetryOf); errors.Is(err, sql.ErrNoRows) {
 		fam, err := existingFamily(ctx, tx, req)
 		if errors.Is(err, ErrNotFound) {
 			return nil, false, errors.New("store: start request: conflicting insert vanished")
@@ -234,7 +239,7 @@ func existingFamily(ctx context.Context, tx *txn, req FamilyRequest) (*Family, e
 	if fam.Children, err = childrenOf(ctx, tx, p.ID); err != nil {
 		return nil, err
 	}
-	same := p.IsParent() && p.Reason == req.Reason && len(fam.Children) == len(req.Refunds)
+	same := p.IsParent() && p.Reason == req.Reason && p.RetryOf == req.RetryOf && len(fam.Children) == len(req.Refunds)
 	for i := 0; same && i < len(req.Refunds); i++ {
 		same = fam.Children[i].OrderID == req.Refunds[i].OrderID && fam.Children[i].Amount == req.Refunds[i].Amount
 	}

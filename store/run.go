@@ -68,6 +68,10 @@ type Run struct {
 	CreatedAt         time.Time     `db:"created_at" json:"created_at"`
 	UpdatedAt         time.Time     `db:"updated_at" json:"updated_at"`
 	FinishedAt        sql.NullTime  `db:"finished_at" json:"-"`
+	// RetryOf is the run this one asks again for: an earlier request of
+	// the same owner that ended without a refund (again.go). The old run
+	// never changes when it is asked again; the link lives here alone.
+	RetryOf uuid.NullUUID `db:"retry_of" json:"retry_of"`
 }
 
 // Run kinds.
@@ -83,7 +87,7 @@ func (r *Run) IsParent() bool { return r.Kind == KindRequest }
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
 const runColumns = `id, kind, parent_run_id, correlation_id, position, owner_id, order_ref, amount, currency, reason, client_request_id, state,
-    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at`
+    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at, retry_of`
 
 // Limits on what a start request may carry.
 const (
@@ -98,6 +102,9 @@ type StartRequest struct {
 	OrderID         int64
 	Amount          int64 // minor units
 	Reason          string
+	// RetryOf, when valid, is the owner's run that ended without a refund
+	// which this request asks again for (AskAgainOf).
+	RetryOf uuid.NullUUID
 	// RatePerMinute caps the new runs the owner may start in a minute; a
 	// start that finds its existing run is never counted nor refused.
 	// Zero means no limit.
@@ -165,6 +172,9 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		if run, err = existingRun(ctx, tx, req); !errors.Is(err, ErrNotFound) {
 			return err
 		}
+		if err := checkAskAgain(ctx, tx, req.OwnerID, req.RetryOf); err != nil {
+			return err
+		}
 		var o Order
 		err := tx.GetContext(ctx, &o, `SELECT id, customer_id, amount, currency FROM orders WHERE id = $1 FOR UPDATE`, req.OrderID)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && o.CustomerID != req.OwnerID) {
@@ -196,10 +206,10 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		}
 		var r Run
 		err = tx.GetContext(ctx, &r, `
-INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id)
-VALUES ($1, $1, $2, $3, $4, $5, $6, $7)
+INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id, retry_of)
+VALUES ($1, $1, $2, $3, $4, $5, $6, $7, $8)
 ON CONFLICT (owner_id, client_request_id) WHERE parent_run_id IS NULL DO NOTHING
-RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reason, req.ClientRequestID)
+RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reason, req.ClientRequestID, req.RetryOf)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Same ID, another order, committed meanwhile.
 			run, err = existingRun(ctx, tx, req)
@@ -230,13 +240,13 @@ RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reaso
 
 // existingRun finds the owner's run with this client request ID: ErrNotFound
 // when there is none, ErrIdempotencyConflict when that run was started with
-// other parameters.
+// other parameters (asking again for another run, or for none, is another).
 func existingRun(ctx context.Context, tx *txn, req StartRequest) (*Run, error) {
 	r, err := rootByKey(ctx, tx, req.OwnerID, req.ClientRequestID)
 	if err != nil {
 		return nil, err
 	}
-	if r.OrderID != req.OrderID || r.Amount != req.Amount || r.Reason != req.Reason {
+	if r.OrderID != req.OrderID || r.Amount != req.Amount || r.Reason != req.Reason || r.RetryOf != req.RetryOf {
 		return nil, Errorf(CodeIdempotencyConflict,
 			"this request ID was already used for a different refund request (order %d, %s)", r.OrderID, FormatMoney(r.Amount, r.Currency))
 	}

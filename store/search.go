@@ -36,7 +36,7 @@ type RunFilter struct {
 }
 
 const listingSelect = `SELECT r.id, r.kind, r.parent_run_id, r.correlation_id, r.position, r.owner_id, r.order_ref, r.amount, r.currency, r.reason, r.client_request_id, r.state,
-    r.last_seq, r.replay_floor, r.cancel_requested_at, r.created_at, r.updated_at, r.finished_at,
+    r.last_seq, r.replay_floor, r.cancel_requested_at, r.created_at, r.updated_at, r.finished_at, r.retry_of,
     u.email AS owner_email, COALESCE(o.description, '') AS item,
     EXISTS (SELECT 1 FROM operations op WHERE op.run_id = r.id AND op.state = 'failed') AS declined,
     fam.children, fam.children_ended, fam.children_refunded

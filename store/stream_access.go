@@ -162,7 +162,7 @@ type streamOpenRow struct {
 // TestStreamOpen_ReadsRunAndUserWhole holds the order to the columns.
 func (row *streamOpenRow) fields(batched bool) []any {
 	u, r := &row.U, &row.R
-	f := make([]any, 0, 29) // c.i and the 28 columns
+	f := make([]any, 0, 30) // c.i and the 29 columns
 	if batched {
 		f = append(f, &row.I)
 	}
@@ -171,7 +171,7 @@ func (row *streamOpenRow) fields(batched bool) []any {
 		&row.Grants,
 		&r.ID, &r.Kind, &r.ParentRunID, &r.CorrelationID, &r.Position, &r.OwnerID, &r.OrderID,
 		&r.Amount, &r.Currency, &r.Reason, &r.ClientRequestID, &r.State, &r.LastSeq,
-		&r.ReplayFloor, &r.SeqGaps, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt,
+		&r.ReplayFloor, &r.SeqGaps, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.RetryOf,
 		&row.HasApproval)
 }
 

@@ -25,6 +25,8 @@ type FamilyView struct {
 	// Answer is what the viewer's own decision just did (a cancel sent
 	// without JavaScript), shown next to the button once.
 	Answer string
+	// Retries link the request to its chain of asking again.
+	Retries *store.Retries
 }
 
 // NewFamilyView builds the view of a family snapshot for viewer; full is
@@ -99,11 +101,34 @@ func (f *FamilyView) CanApproveAll() bool {
 	return p.Viewer.MayApprove && !p.CancelRequested && len(f.Waiting()) > 0
 }
 
+// notRefunded counts the refunds that ended without one.
+func (f *FamilyView) notRefunded() int {
+	n := 0
+	for _, c := range f.Children() {
+		if c.Terminal() && c.State != store.StateCompleted {
+			n++
+		}
+	}
+	return n
+}
+
+// CanAskAgain offers the request's owner "Ask again" once every refund
+// has ended and one at least was not made: the new request asks again for
+// those (store.AskAgainOf).
+func (f *FamilyView) CanAskAgain() bool {
+	return f.Parent().Viewer.MayAskAgain && f.Ended() && f.notRefunded() > 0
+}
+
+// AskAgainLabel is the request's "Ask again" button.
+func (f *FamilyView) AskAgainLabel() string {
+	return askAgainLabel(f.notRefunded(), len(f.Children()))
+}
+
 // ActionsKey names what the request's decisions show: the stream draws
 // them again only when it changes, so a confirm the viewer has open stays
 // open while the refunds move.
 func (f *FamilyView) ActionsKey() string {
-	key := fmt.Sprint(f.CanCancel())
+	key := fmt.Sprint(f.CanCancel(), f.CanAskAgain())
 	if f.CanApproveAll() {
 		key += fmt.Sprint(" approve ", len(f.Waiting())) // the count is in its words
 	}

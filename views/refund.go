@@ -30,6 +30,9 @@ type StartForm struct {
 	Amounts   map[string]string // the amount typed for each order, by its ID as posted
 	Reason    string
 	Error     string
+	// RetryOf is the run this form asks again for (a hidden field), ""
+	// for a new request of its own.
+	RetryOf string
 }
 
 // Ticked reports whether the order with this ID was ticked.

@@ -20,6 +20,9 @@ type Viewer struct {
 	// Staff (approvers, support, admins) see who decided by name and the
 	// reasons given, and may give one with their own decisions.
 	Staff bool
+	// MayAskAgain: the viewer owns the run and may start refunds, so a
+	// run that ended without a refund offers them "Ask again".
+	MayAskAgain bool
 }
 
 // Narration is one stored piece of the agent's narration.
@@ -53,6 +56,9 @@ type RunView struct {
 	// said is Words, computed once for the parts of one render; Apply
 	// forgets it.
 	said *Said
+	// Retries link the run to its chain of asking again (the page's, not
+	// the stream's: the links stay as the page was rendered).
+	Retries *store.Retries
 }
 
 // NewRunView builds the view of a snapshot, with the latest NarrationShown
@@ -120,6 +126,15 @@ func (v *RunView) CanApprove() bool {
 func (v *RunView) CanCancel() bool {
 	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested && !store.CancelTooLate(v.Operations)
 }
+
+// CanAskAgain offers "Ask again" on a run that ended without a refund,
+// to its owner (AskAgainURL).
+func (v *RunView) CanAskAgain() bool {
+	return v.Viewer.MayAskAgain && v.Terminal() && v.State != store.StateCompleted
+}
+
+// AskAgainURL opens the start form filled in as the run was asked for.
+func AskAgainURL(runID uuid.UUID) string { return "/runs/" + runID.String() + "/again" }
 
 // Restarted reports whether a step began again, so the narration shown is
 // the new attempt's only.

@@ -26,6 +26,8 @@ type SupportRun struct {
 	// of a request's refunds): the parent first, then its children in
 	// order. Nil for a run of its own.
 	Family []store.RunListing
+	// Retries are the run's chain of asking again, if it has one.
+	Retries *store.Retries
 }
 
 // familyParent is the family's parent (the request), nil when the family

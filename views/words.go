@@ -38,6 +38,40 @@ func StatusOnly(viewer Viewer) string {
 // again (a worker died, a restart): what the agent said before is not shown.
 const StepRestarted = "The agent restarted this step."
 
+// Asking again for a request that ended without a refund (rule 19): the
+// button, the form's note, and the links both ways between the two runs.
+const (
+	AskAgainLabel = "Ask again"
+	// AskAgainNote heads the start form when it asks again.
+	AskAgainNote = "The form is filled in as your earlier request was: change what you need, then submit. It starts a new request; the earlier one stays as it ended."
+	// AsksAgainFor leads the line on a run that asks again for another;
+	// AskedAgain the line on a run asked again for.
+	AsksAgainFor = "This asks again for "
+	AskedAgain   = "Asked again: "
+)
+
+// askAgainLabel is a request's "Ask again" button: a request partly
+// refunded asks again for its refunds that were not made only.
+func askAgainLabel(notRefunded, children int) string {
+	if notRefunded == children {
+		return AskAgainLabel
+	}
+	return AskAgainLabel + " for the " + countOf(notRefunded, "order", "orders") + " not refunded"
+}
+
+// RequestOf names a run of a chain of asking again by when it was asked:
+// "the request of 3 Dec 2026, 14:05 UTC".
+func RequestOf(r store.RunListing) string {
+	return "the request of " + r.CreatedAt.UTC().Format("2 Jan 2006, 15:04 UTC")
+}
+
+// endedAs is how a run that was asked again for ended, which it did for
+// good, so the words never go stale: " (Declined)".
+func endedAs(r store.RunListing) string {
+	status, _ := ListWords(r)
+	return " (" + status + ")"
+}
+
 // Tones of a status or a step: how it is coloured, never what it says.
 const (
 	ToneWorking = "working" // a step runs or waits
