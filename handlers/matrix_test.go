@@ -94,6 +94,9 @@ func mxRows() []mxRow {
 		{"POST", "/runs/:id/cancel", false, mxOnRun(store.EventCancelRequested), mxWant{L, "303 run", "404", "303 run", "303 run", "403", "404", L}},
 		{"GET", "/support/runs", false, mxPath("/support/runs"), mxWant{L, "403", "403", "403", "403", "200", "403", L}},
 		{"GET", "/runs/:id", false, mxOnRun(""), mxWant{L, "200 full", "404", "200 status", "200 full", "200 full", "404", L}},
+		// Asking again for a run that goes on: its owner is told it still
+		// goes on; only a customer who may start refunds asks at all.
+		{"GET", "/runs/:id/again", false, mxOnRun(""), mxWant{L, "409", "404", "403", "403", "403", "403", L}},
 		{"GET", "/runs/:id/events", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
 		{"GET", "/queue/events", false, mxPath("/queue/events?after=x"), mxWant{"sse signed-out", "sse denied", "sse denied", "sse denied", "sse queue", "sse denied", "sse denied", "sse signed-out"}},
 		{"GET", "/streams", false, mxOnRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse full", "sse full", "sse denied", "sse signed-out"}},
@@ -136,6 +139,7 @@ func mxUnaskedRows() []mxRow {
 		{"POST", "/runs/:id/approve", false, mxOnUnaskedRun(store.EventApprovalGranted), mxWant{L, "403", "404", "403", "409", "403", "404", L}},
 		{"POST", "/runs/:id/cancel", false, mxOnUnaskedRun(store.EventCancelRequested), mxWant{L, "303 run", "404", "303 run", "409", "403", "404", L}},
 		{"GET", "/runs/:id", false, mxOnUnaskedRun(""), mxWant{L, "200 full", "404", "200 status", "404", "200 full", "404", L}},
+		{"GET", "/runs/:id/again", false, mxOnUnaskedRun(""), mxWant{L, "409", "404", "403", "403", "403", "403", L}},
 		{"GET", "/runs/:id/events", false, mxOnUnaskedRun(""), mxWant{"sse signed-out", "sse full", "sse denied", "sse status", "sse denied", "sse full", "sse denied", "sse signed-out"}},
 		{"GET", "/support/runs/:id", false, mxOnUnaskedRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
 		{"GET", "/support/runs/:id/export", false, mxOnUnaskedRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},

@@ -105,6 +105,16 @@ SELECT format('child %s: child.finished says %s refunded, its ledger %s', c.id, 
 FROM runs c JOIN run_events e ON e.run_id = c.parent_run_id AND e.type = 'child.finished' AND e.payload->>'child_run_id' = c.id::text
 LEFT JOIN operations op ON op.run_id = c.id AND op.state = 'succeeded'
 WHERE (e.payload->>'refunded')::bigint <> COALESCE(op.amount, 0)`},
+	{"a run asks again only for its owner's run that ended without a refund", `
+SELECT format('run %s asks again for run %s, which %s', n.id, o.id, CASE
+    WHEN o.owner_id <> n.owner_id THEN 'is another owner''s'
+    WHEN o.state NOT IN ('completed', 'failed', 'canceled') THEN 'has not ended (' || o.state || ')'
+    ELSE 'refunded all it asked for' END)
+FROM runs n JOIN runs o ON o.id = n.retry_of
+WHERE o.owner_id <> n.owner_id
+   OR o.state NOT IN ('completed', 'failed', 'canceled')
+   OR (o.kind = 'refund' AND o.state = 'completed')
+   OR (o.kind = 'request' AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = o.id AND c.state <> 'completed'))`},
 }
 
 // Verify checks every invariant over the whole database and returns one line

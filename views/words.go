@@ -43,7 +43,7 @@ const StepRestarted = "The agent restarted this step."
 const (
 	AskAgainLabel = "Ask again"
 	// AskAgainNote heads the start form when it asks again.
-	AskAgainNote = "The form is filled in as your earlier request was: change what you need, then submit. It starts a new request; the earlier one stays as it ended."
+	AskAgainNote = "The form is filled in as it was asked for: change what you need, then submit. It starts a new request; the earlier one stays as it ended."
 	// AsksAgainFor leads the line on a run that asks again for another;
 	// AskedAgain the line on a run asked again for.
 	AsksAgainFor = "This asks again for "
@@ -63,6 +63,15 @@ func askAgainLabel(notRefunded, children int) string {
 // "the request of 3 Dec 2026, 14:05 UTC".
 func RequestOf(r store.RunListing) string {
 	return "the request of " + r.CreatedAt.UTC().Format("2 Jan 2006, 15:04 UTC")
+}
+
+// listEnd ends the i-th of n items of a sentence's list: ";" between
+// them, "." after the last.
+func listEnd(i, n int) string {
+	if i == n-1 {
+		return "."
+	}
+	return ";"
 }
 
 // endedAs is how a run that was asked again for ended, which it did for
