@@ -103,12 +103,26 @@ func (h *Handler) streamRuns(c echo.Context) error {
 			sc.Deny(id.String()+":", data)
 			continue
 		}
+		if run.IsParent() {
+			// A request's page follows its whole family, with a family
+			// cursor, on its own stream (GET /runs/{id}/events); here it
+			// would be followed as a lone run, without its refunds.
+			data, err := renderBytes(c.Request().Context(), views.StreamClose(msgRequestOwnStream, true))
+			if err != nil {
+				return err
+			}
+			sc.Deny(id.String()+":", data)
+			continue
+		}
 		if refused := h.addRun(c, sc, f, u, run, access, cursor, id.String()+":"); refused != "" {
 			return h.refuseBusy(c, f, refused)
 		}
 	}
 	return sc.Serve()
 }
+
+// msgRequestOwnStream is why GET /streams does not follow a request.
+const msgRequestOwnStream = "A request is followed with its refunds on its own page's stream; reload the page to follow it."
 
 // refuseStream answers a stream the viewer may not have with the close
 // event, so the browser stops asking.

@@ -346,3 +346,23 @@ func TestStreams_SeveralRunsOneConnection(t *testing.T) {
 		t.Fatalf("got %+v, want the first run's seq 3", ev)
 	}
 }
+
+// TestStreams_RequestRefusedInWords: GET /streams follows lone runs; a
+// request (a family's parent) named there is closed at once, in words
+// that send the page to its own family stream, while the other runs go
+// on. It was followed as a lone run: without its refunds, and with a
+// family cursor it could not read.
+func TestStreams_RequestRefusedInWords(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, withListener())
+	fam := a.app.startFamily(t, 100, 200)
+	c := a.customerClient(t)
+	s := a.open(t, c, "/streams?run="+fam.Parent.ID.String()+":3.1.1&run="+a.run.ID.String()+":1", "")
+	if ev := s.next(t); ev.Event != "close" || ev.ID != fam.Parent.ID.String()+":" || !strings.Contains(ev.Data, "its own page") {
+		t.Fatalf("got %+v, want the request closed in words", ev)
+	}
+	a.narrate(t, 1, 1)
+	if ev := s.next(t); ev.ID != a.run.ID.String()+":2" {
+		t.Fatalf("got %+v, want the lone run's seq 2", ev)
+	}
+}

@@ -454,30 +454,22 @@ func readChildren(ctx context.Context, tx interface {
 	for _, m := range marks {
 		byID[m.RunID].Marks = append(byID[m.RunID].Marks, m)
 	}
-	for _, snap := range byID {
-		snap.StateSince = familyStateSince(snap)
+	var verifying []struct {
+		RunID uuid.UUID `db:"run_id"`
+		At    time.Time `db:"created_at"`
+	}
+	if err := tx.SelectContext(ctx, &verifying, `SELECT DISTINCT ON (run_id) run_id, created_at FROM run_events
+        WHERE run_id = ANY($1) AND type = '`+EventOperationReconciling+`' ORDER BY run_id, seq DESC`, pq.Array(ids)); err != nil {
+		return fmt.Errorf("store: family verifying since: %w", err)
+	}
+	since := make(map[uuid.UUID]time.Time, len(verifying))
+	for _, v := range verifying {
+		since[v.RunID] = v.At
+	}
+	for id, snap := range byID {
+		snap.StateSince = stateSinceOf(snap, since[id])
 	}
 	return nil
-}
-
-// familyStateSince is stateSince from what a family read holds: a child
-// being verified counts from its operation's last change.
-func familyStateSince(snap *Snapshot) time.Time {
-	switch snap.Run.State {
-	case StateAwaitingApproval:
-		if snap.Approval != nil {
-			return snap.Approval.RequestedAt
-		}
-	case StateSubmitting:
-		if len(snap.Operations) > 0 {
-			return snap.Operations[0].CreatedAt
-		}
-	case StateReconciling:
-		if len(snap.Operations) > 0 {
-			return cmp.Or(snap.Operations[0].UpdatedAt, snap.Operations[0].CreatedAt)
-		}
-	}
-	return time.Time{}
 }
 
 // lockChildren locks a parent's children in ID order, the one order every

@@ -189,29 +189,40 @@ func readPart(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, part logPart) er
 // for, the refund's intent, or, before the intent, the approval's mark.
 // Only a verification reads the log for it.
 func stateSince(ctx context.Context, tx *sqlx.Tx, snap *Snapshot) (time.Time, error) {
-	switch snap.Run.State {
-	case StateAwaitingApproval:
-		if snap.Approval != nil {
-			return snap.Approval.RequestedAt, nil
-		}
-	case StateSubmitting:
-		if len(snap.Operations) > 0 {
-			return snap.Operations[0].CreatedAt, nil
-		}
-		for _, m := range slices.Backward(snap.Marks) {
-			if m.Type == EventApprovalGranted {
-				return m.CreatedAt, nil
-			}
-		}
-	case StateReconciling:
-		var t time.Time
-		err := tx.GetContext(ctx, &t, verifyingSinceSQL, snap.Run.ID, snap.CoveringSeq)
+	var verifying time.Time
+	if snap.Run.State == StateReconciling {
+		err := tx.GetContext(ctx, &verifying, verifyingSinceSQL, snap.Run.ID, snap.CoveringSeq)
 		if err != nil && !errors.Is(err, sql.ErrNoRows) { // none: retention removed it
 			return time.Time{}, fmt.Errorf("store: snapshot verifying since: %w", err)
 		}
-		return t, nil
 	}
-	return time.Time{}, nil
+	return stateSinceOf(snap, verifying), nil
+}
+
+// stateSinceOf is the one rule for when a run's current step began, for a
+// run's snapshot and for a family's child alike (a child's card and its
+// own page time the same step the same): the approval request; the first
+// submit, or the approval that led to it; the latest
+// operation.reconciling (verifying, zero when retention removed it).
+func stateSinceOf(snap *Snapshot, verifying time.Time) time.Time {
+	switch snap.Run.State {
+	case StateAwaitingApproval:
+		if snap.Approval != nil {
+			return snap.Approval.RequestedAt
+		}
+	case StateSubmitting:
+		if len(snap.Operations) > 0 {
+			return snap.Operations[0].CreatedAt
+		}
+		for _, m := range slices.Backward(snap.Marks) {
+			if m.Type == EventApprovalGranted {
+				return m.CreatedAt
+			}
+		}
+	case StateReconciling:
+		return verifying
+	}
+	return time.Time{}
 }
 
 // readLog reads the events query selects of the run ($1) up to its

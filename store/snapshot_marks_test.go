@@ -123,3 +123,52 @@ func checkStateSince(t *testing.T, s *store.Store, runID uuid.UUID, state, event
 		}
 	}
 }
+
+// TestSnapshotFamily_ChildTimedAsItsOwnPage: a family's child and the
+// child's own snapshot start its step at the same moment at every step (a
+// near-copy of the rule timed a child being verified from its operation's
+// last change, so its card and its page disagreed).
+func TestSnapshotFamily_ChildTimedAsItsOwnPage(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	fam, _ := f.family(t, "since-family")
+	child := fam.Children[0].ID
+	var op *store.Operation
+	for _, step := range []func() error{
+		func() error {
+			_, err := f.s.Transition(ctx, child, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
+			return err
+		},
+		func() error {
+			_, err := f.s.RequestApproval(ctx, child, store.ActionProposed{Action: "refund", Amount: 1, Currency: "EUR"})
+			return err
+		},
+		func() error { _, err := f.s.Approve(ctx, child, f.approver.ID, ""); return err },
+		func() (err error) { op, err = f.s.SubmitOperation(ctx, child); return err },
+		func() error {
+			_, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "timeout"})
+			return err
+		},
+		func() error {
+			// A later change of the operation does not move the step.
+			_, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "still no answer"})
+			return err
+		},
+	} {
+		if err := step(); err != nil {
+			t.Fatal(err)
+		}
+		own, err := f.s.Snapshot(ctx, child)
+		if err != nil {
+			t.Fatal(err)
+		}
+		fs, err := f.s.SnapshotFamily(ctx, fam.Parent.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := fs.Children[0].StateSince; !got.Equal(own.StateSince) {
+			t.Errorf("in %s: the family's child since %v, its own snapshot %v", own.Run.State, got, own.StateSince)
+		}
+	}
+}
