@@ -72,6 +72,10 @@ type Config struct {
 	// APPROVAL_THRESHOLD: refunds of at least this many minor units need an
 	// approver; 0 (the demo policy) means every refund does.
 	ApprovalThreshold int64
+	// APPROVAL_DEADLINE: how long an approver may take to decide; a run
+	// still waiting then ends canceled by the system, nothing refunded.
+	// 0 means no deadline.
+	ApprovalDeadline time.Duration
 	// REVOKED_ACCESS: what a customer who lost refund_access still sees of
 	// their runs: "status" (state and outcome, the default) or "none".
 	RevokedAccess string
@@ -290,6 +294,7 @@ func (c *Config) readPolicy(env func(string) string, p *problems) {
 	}
 	c.MaxRefund = minorUnits(env, p, "MAX_REFUND")
 	c.ApprovalThreshold = minorUnits(env, p, "APPROVAL_THRESHOLD")
+	c.ApprovalDeadline = atLeast(env, p, "APPROVAL_DEADLINE", agent.DefaultApprovalDeadline, 0)
 }
 
 // readLimits reads the caps on connections and streams. Their defaults

@@ -85,7 +85,8 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
 	}
 	provider := payments.NewClient(cfg.ProviderURL, 0).WithSecret(cfg.ProviderSecret)
-	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
+	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, ApprovalDeadline: cfg.ApprovalDeadline,
+		MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
 		OutageBudget: cfg.ProviderOutageBudget, Concurrency: cfg.WorkerSlots, NarrationDelay: cfg.NarrationPace},
 		st, provider, narrator, listener, logger.With("part", "worker"))
 	x.Start(ctx)

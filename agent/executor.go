@@ -30,6 +30,8 @@ const (
 	DefaultLease        = 3 * time.Second // WORKER_LEASE
 	DefaultOutageBudget = time.Minute     // PROVIDER_OUTAGE_BUDGET
 	DefaultRetryMax     = 3 * time.Second // Config.RetryMax
+
+	DefaultApprovalDeadline = 48 * time.Hour // APPROVAL_DEADLINE
 )
 
 // Config tunes an Executor. Zero values take the defaults, except
@@ -43,6 +45,11 @@ type Config struct {
 	// ApprovalThreshold: refunds of at least this many minor units need an
 	// approver. Zero (the demo policy) means every refund does.
 	ApprovalThreshold int64
+	// ApprovalDeadline: how long an approver may take to decide; a run
+	// still waiting then ends canceled by the system, nothing refunded.
+	// Zero means no deadline (APPROVAL_DEADLINE's default,
+	// DefaultApprovalDeadline, is config.go's to give).
+	ApprovalDeadline time.Duration
 	// MaxAmount: the policy refuses refunds above this many minor units
 	// (a person in support handles those). Zero means no limit.
 	MaxAmount int64
@@ -88,6 +95,9 @@ type Executor struct {
 	// at a time instead of every idle loop asking at every wake-up.
 	kick   chan struct{}
 	claims atomic.Int64
+	// asked tells the deadline alarm (watchDeadlines) that this executor
+	// asked for a decision with a deadline, which may be the next one.
+	asked chan struct{}
 
 	stop context.CancelCauseFunc
 	wg   sync.WaitGroup
@@ -108,7 +118,7 @@ func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narra
 		narrator = Builtin{Delay: cfg.NarrationDelay}
 	}
 	return &Executor{cfg: cfg, store: st, provider: provider, narrator: narrator, listener: listener,
-		logger: logger.With("worker", cfg.WorkerID), kick: make(chan struct{}, 1)}
+		logger: logger.With("worker", cfg.WorkerID), kick: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
 }
 
 // errNotCalled marks a provider call that was never made (it could not be
@@ -120,7 +130,8 @@ var errStopped = errors.New("agent: executor stopped")
 
 // Start launches the worker loops. They wake for work only: a start, an
 // approval or a cancel (the listener's Work topic), a wake-up handed on by
-// another loop, or the poll, which finds due retries and expired leases.
+// another loop, a decision's deadline passing (watchDeadlines), or the
+// poll, which finds due retries and expired leases.
 // Narration never wakes them.
 func (e *Executor) Start(ctx context.Context) {
 	ctx, e.stop = context.WithCancelCause(ctx)
@@ -139,6 +150,42 @@ func (e *Executor) Start(ctx context.Context) {
 	e.handOn()
 	for range e.cfg.Concurrency {
 		e.wg.Go(func() { e.loop(ctx, wake, poll.C) })
+	}
+	e.wg.Go(func() { e.watchDeadlines(ctx) })
+}
+
+// watchDeadlines wakes a loop when the earliest deadline of a decision
+// still awaited passes, so the run is claimed and expired then, not at the
+// next poll. It reads that deadline at start, each time one passes, and
+// when this executor asks for a decision with a deadline; one asked for by
+// another process is that process's alarm's (and at worst this one's
+// poll's, should that process be gone).
+func (e *Executor) watchDeadlines(ctx context.Context) {
+	// Stopped until a deadline lies ahead. (Since Go 1.23 a stopped or
+	// reset timer never delivers a stale tick, so there is nothing to drain.)
+	t := time.NewTimer(time.Hour)
+	t.Stop()
+	defer t.Stop()
+	for {
+		left, ok, err := e.store.NextDeadline(ctx)
+		if err != nil {
+			if ctx.Err() != nil {
+				return
+			}
+			e.logger.Warn("read the next decision deadline; will try again", "err", err)
+			left, ok = e.cfg.Poll, true
+		}
+		if ok {
+			t.Reset(left)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-e.asked:
+		case <-t.C:
+			e.handOn()
+		}
+		t.Stop()
 	}
 }
 
@@ -317,7 +364,10 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 	case store.StatePlanning:
 		return 0, false, e.plan(ctx, run)
 	case store.StateAwaitingApproval:
-		return 0, true, nil // a person decides; Approve or cancel wakes us
+		// A person decides (Approve or cancel wakes us), or nobody does
+		// by the deadline: ReleaseRun makes the run due then.
+		expired, err := e.store.ExpireApproval(ctx, run.ID)
+		return 0, !expired, err
 	case store.StateSubmitting, store.StateReconciling:
 		return e.settle(ctx, log, run)
 	}
@@ -355,7 +405,13 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	}
 	proposal := store.ActionProposed{Action: "refund", OrderID: order.ID, Amount: run.Amount, Currency: run.Currency}
 	if needsOK {
-		_, err := e.store.RequestApproval(ctx, run.ID, proposal)
+		_, err := e.store.RequestApprovalWithin(ctx, run.ID, proposal, e.cfg.ApprovalDeadline)
+		if err == nil && e.cfg.ApprovalDeadline > 0 {
+			select {
+			case e.asked <- struct{}{}:
+			default: // the alarm will read the deadlines anyway
+			}
+		}
 		return ignoreDone(err)
 	}
 	_, err = e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,

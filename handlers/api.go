@@ -95,6 +95,7 @@ type apiOperation struct {
 // apiApproval is the run's approval request and its decision, if any.
 type apiApproval struct {
 	RequestedAt time.Time  `json:"requested_at"`
+	Deadline    *time.Time `json:"deadline"`
 	Decision    *string    `json:"decision"`
 	DecidedBy   *int64     `json:"decided_by"`
 	DecidedAt   *time.Time `json:"decided_at"`
@@ -156,6 +157,9 @@ func newAPISnapshot(s *store.Snapshot, access Access) any {
 	}
 	if a := s.Approval; a != nil {
 		ap := apiApproval{RequestedAt: a.RequestedAt}
+		if a.Deadline.Valid {
+			ap.Deadline = &a.Deadline.Time
+		}
 		if a.Decision.Valid {
 			ap.Decision = &a.Decision.String
 		}

@@ -84,7 +84,7 @@ func (s *Store) RenewLease(ctx context.Context, runID uuid.UUID, worker string, 
 
 // ReleaseRun gives up worker's lease and sets when the run needs attention
 // next: after from now, or never by itself when after is zero (it waits for
-// a person). If a person's command (an approval or a cancel) was appended
+// a person), but no later than the deadline of a decision it waits for. If a person's command (an approval or a cancel) was appended
 // after seenSeq, the run is due at once instead, so no command waits for a
 // timer. Only commands count: the worker's own events of its last step
 // (narration, operation.reconciling) are no reason to come back early, and
@@ -114,7 +114,12 @@ func (s *Store) ReleaseRun(ctx context.Context, runID uuid.UUID, worker string, 
 		if err := tx.GetContext(ctx, &dueNow, `UPDATE runs SET lease_owner = NULL, lease_expires_at = NULL,
             next_attempt_at = CASE WHEN EXISTS (SELECT 1 FROM run_events
                     WHERE run_id = $1 AND seq > $2 AND type IN ('approval.granted', 'cancel.requested'))
-                THEN now() ELSE $3::timestamptz END
+                THEN now()
+                -- A run that waits for a person is due again at its
+                -- decision's deadline, if it has one (LEAST skips NULL).
+                ELSE LEAST($3::timestamptz, (SELECT a.deadline FROM approvals a
+                    WHERE a.run_id = runs.id AND a.decision IS NULL
+                      AND runs.state = 'awaiting_approval' AND runs.cancel_requested_at IS NULL)) END
             WHERE id = $1 RETURNING next_attempt_at <= now()`, runID, seenSeq, next); err != nil {
 			return fmt.Errorf("store: release run: %w", err)
 		}

@@ -23,30 +23,47 @@ type Approval struct {
 	Decision    sql.NullString `db:"decision" json:"-"`
 	DecidedBy   sql.NullInt64  `db:"decided_by" json:"-"`
 	DecidedAt   sql.NullTime   `db:"decided_at" json:"-"`
+	// Deadline is until when an approver may decide (APPROVAL_DEADLINE
+	// when the run asked); unset: no deadline. Past it, a request nobody
+	// decided is ApprovalExpired.
+	Deadline sql.NullTime `db:"deadline" json:"-"`
 }
 
-const approvalColumns = `id, run_id, requested_at, decision, decided_by, decided_at`
+// An approval request's decision (Approval.Decision), once made.
+const (
+	DecidedApproved = "approved" // an approver approved
+	DecidedExpired  = "expired"  // nobody decided by the deadline (ExpireApproval)
+)
+
+const approvalColumns = `id, run_id, requested_at, decision, decided_by, decided_at, deadline`
 
 // RequestApproval records the agent's proposal and asks for a decision: the
 // run moves to awaiting_approval with action.proposed and
 // approval.requested. A second request for the same run is ErrAlreadyDone.
+// The request has no deadline (RequestApprovalWithin sets one).
 func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal ActionProposed) (*Run, error) {
+	return s.RequestApprovalWithin(ctx, runID, proposal, 0)
+}
+
+// RequestApprovalWithin is RequestApproval with a deadline: an approver may
+// decide for within from now, after which the run ends canceled by the
+// system (ExpireApproval). Zero: no deadline.
+func (s *Store) RequestApprovalWithin(ctx context.Context, runID uuid.UUID, proposal ActionProposed, within time.Duration) (*Run, error) {
 	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
-		res, err := tx.ExecContext(ctx, `INSERT INTO approvals (run_id) VALUES ($1) ON CONFLICT (run_id) DO NOTHING`, r.ID)
-		if err != nil {
-			return "", nil, fmt.Errorf("store: request approval: %w", err)
-		}
-		n, err := res.RowsAffected()
-		if err != nil {
-			return "", nil, fmt.Errorf("store: request approval: %w", err)
-		}
-		if n == 0 {
+		var deadline sql.NullTime
+		err := tx.GetContext(ctx, &deadline, `INSERT INTO approvals (run_id, deadline) VALUES ($1, now() + $2::interval)
+            ON CONFLICT (run_id) DO NOTHING RETURNING deadline`, r.ID, interval(within))
+		if errors.Is(err, sql.ErrNoRows) {
 			return "", nil, ErrAlreadyDone
 		}
-		return StateAwaitingApproval, []NewEvent{
-			EventOf(proposal),
-			EventOf(ApprovalRequested{}),
-		}, nil
+		if err != nil {
+			return "", nil, fmt.Errorf("store: request approval: %w", err)
+		}
+		var asked ApprovalRequested
+		if deadline.Valid {
+			asked.Deadline = &deadline.Time
+		}
+		return StateAwaitingApproval, []NewEvent{EventOf(proposal), EventOf(asked)}, nil
 	})
 	return run, err
 }
@@ -160,6 +177,11 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64, 
 	}
 	var d Decision
 	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
+		// Past its deadline the request is the system's to end, whoever
+		// comes first: this approval then finds it expired.
+		if _, err := s.expireLocked(ctx, tx, r); err != nil {
+			return "", nil, err
+		}
 		var a Approval
 		err := tx.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1 FOR UPDATE`, r.ID)
 		switch {
@@ -217,7 +239,7 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	switch {
 	case a == nil && Terminal(r.State):
 		return Decision{Outcome: DecisionRunFinished}
-	case a == nil:
+	case a == nil, a.Decision.String == DecidedExpired:
 		return Decision{Outcome: DecisionNotAllowed, Why: NotAwaitingApproval(r)}
 	case a.Decision.Valid:
 		return Decision{Outcome: DecisionAlreadyMade}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/google/uuid"
 )
@@ -27,6 +28,7 @@ const (
 	EventActionProposed       = "action.proposed"       // the agent proposed the refund it will make
 	EventApprovalRequested    = "approval.requested"    // the run waits for an approver
 	EventApprovalGranted      = "approval.granted"      // an approver, or the policy, approved
+	EventApprovalExpired      = "approval.expired"      // nobody decided by the deadline: the system canceled the run
 	EventCancelRequested      = "cancel.requested"      // someone asked to cancel
 	EventCancelTooLate        = "cancel.too_late"       // the cancel came after the refund reached the provider
 	EventOperationSubmitted   = "operation.submitted"   // the refund's intent is in the ledger, before the provider call
@@ -107,8 +109,23 @@ type ActionProposed struct {
 	Currency string `json:"currency"`
 }
 
-// ApprovalRequested is approval.requested's payload: empty.
-type ApprovalRequested struct{}
+// ApprovalRequested is approval.requested's payload: until when an
+// approver may decide (APPROVAL_DEADLINE), absent when there is no
+// deadline.
+type ApprovalRequested struct {
+	Deadline *time.Time `json:"deadline,omitempty"`
+}
+
+// ApprovalExpired is approval.expired's payload: nobody decided between
+// the request and its deadline, so the system canceled the run (its
+// message.final and run.canceled follow in the same transaction).
+type ApprovalExpired struct {
+	RequestedAt time.Time `json:"requested_at"`
+	Deadline    time.Time `json:"deadline"`
+}
+
+// Window is how long an approver had to decide.
+func (p ApprovalExpired) Window() time.Duration { return p.Deadline.Sub(p.RequestedAt) }
 
 // DecidedBy is who made a decision, as they were when they made it. Events
 // from before role and name were recorded carry By only.
@@ -202,6 +219,7 @@ func (RunPlanning) EventType() string          { return EventRunPlanning }
 func (ActionProposed) EventType() string       { return EventActionProposed }
 func (ApprovalRequested) EventType() string    { return EventApprovalRequested }
 func (ApprovalGranted) EventType() string      { return EventApprovalGranted }
+func (ApprovalExpired) EventType() string      { return EventApprovalExpired }
 func (CancelRequested) EventType() string      { return EventCancelRequested }
 func (CancelTooLatePayload) EventType() string { return EventCancelTooLate }
 func (OperationSubmitted) EventType() string   { return EventOperationSubmitted }
@@ -222,7 +240,7 @@ func (StepAttempt) EventType() string          { return EventStepAttempt }
 func Payloads() []Payload {
 	return []Payload{
 		RunCreated{}, RunPlanning{}, ActionProposed{}, ApprovalRequested{}, ApprovalGranted{},
-		CancelRequested{}, CancelTooLatePayload{}, OperationSubmitted{}, OperationSucceeded{},
+		ApprovalExpired{}, CancelRequested{}, CancelTooLatePayload{}, OperationSubmitted{}, OperationSucceeded{},
 		OperationFailed{}, OperationReconciling{}, MessageFinal{}, RunCompleted{}, RunFailed{},
 		RunCanceled{}, NarrationDelta{}, StepAttempt{}, ChildStarted{}, ChildFinished{},
 	}

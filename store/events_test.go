@@ -8,6 +8,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -30,14 +31,17 @@ func sampleOf[P store.Payload](p P, keys string) eventSample {
 
 func eventSamples() []eventSample {
 	op := store.OperationFacts{OperationID: uuid.MustParse("0190a5d4-0000-7000-8000-000000000001"), Amount: 1250, Currency: "EUR"}
+	deadline := time.Date(2026, 12, 3, 9, 30, 0, 0, time.UTC)
 	person := store.DecidedBy{By: store.DeciderRef{UserID: 7}, ByRole: store.RoleApprover, ByName: "Ann", Reason: "ok"}
 	return []eventSample{
 		sampleOf(store.RunCreated{OrderID: 3, Amount: 1250, Currency: "EUR", Reason: "broken"}, "amount currency order_id reason"),
 		sampleOf(store.RunPlanning{}, ""),
 		sampleOf(store.ActionProposed{Action: "refund", OrderID: 3, Amount: 1250, Currency: "EUR"}, "action amount currency order_id"),
 		sampleOf(store.ApprovalRequested{}, ""),
+		sampleOf(store.ApprovalRequested{Deadline: &deadline}, "deadline"),
 		sampleOf(store.ApprovalGranted{DecidedBy: person}, "by by_name by_role reason"),
 		sampleOf(store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{Policy: true}}}, "by"),
+		sampleOf(store.ApprovalExpired{RequestedAt: deadline.Add(-48 * time.Hour), Deadline: deadline}, "deadline requested_at"),
 		sampleOf(store.CancelRequested{DecidedBy: person}, "by by_name by_role reason"),
 		sampleOf(store.CancelTooLatePayload{OperationID: op.OperationID}, "operation_id"),
 		sampleOf(store.OperationSubmitted{OperationFacts: op}, "amount currency operation_id"),

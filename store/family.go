@@ -541,6 +541,15 @@ func (s *Store) CancelFamily(ctx context.Context, parentID uuid.UUID, byUserID i
 			}
 			fd.Children = append(fd.Children, d)
 		}
+		// A child past its decision's deadline ended as the system's
+		// (cancelLocked), and with it, when it was the last, the request.
+		if err := tx.GetContext(ctx, parent, `SELECT `+runColumns+` FROM runs WHERE id = $1`, parentID); err != nil {
+			return fmt.Errorf("store: read run: %w", err)
+		}
+		if Terminal(parent.State) {
+			fd.Outcome = DecisionRunFinished
+			return nil
+		}
 		if parent.CancelRequested() {
 			return nil
 		}
@@ -568,6 +577,11 @@ func (s *Store) CancelFamily(ctx context.Context, parentID uuid.UUID, byUserID i
 // RequestCancelBecause does.
 func (s *Store) cancelLocked(ctx context.Context, tx *txn, r *Run, byUserID int64, by DecidedBy) (Decision, error) {
 	d := Decision{Run: r, Outcome: DecisionAccepted}
+	// A cancel after the decision's deadline finds the run ended by the
+	// system, as it would a moment later.
+	if _, err := s.expireLocked(ctx, tx, r); err != nil {
+		return d, err
+	}
 	if Terminal(r.State) {
 		d.Outcome = DecisionRunFinished
 		return d, nil

@@ -66,6 +66,9 @@ func (s *Store) ApproveFamily(ctx context.Context, parentID uuid.UUID, approverI
 // approveChild approves r, whose row tx holds locked, as Approve does;
 // asked says whether r ever asked for an approval.
 func (s *Store) approveChild(ctx context.Context, tx *txn, r *Run, approverID int64, reason string) (d Decision, asked bool, err error) {
+	if _, err := s.expireLocked(ctx, tx, r); err != nil {
+		return d, false, err
+	}
 	var a Approval
 	err = tx.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1 FOR UPDATE`, r.ID)
 	switch {
