@@ -7,10 +7,13 @@ import (
 	"io"
 	"net/http"
 	"slices"
+	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/PuerkitoBio/goquery"
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/agent"
@@ -18,6 +21,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // raceAnswer is what one approval sent at the deadline was answered.
@@ -153,4 +157,139 @@ func approveAt(c *http.Client, url string, at time.Time) raceAnswer {
 	defer res.Body.Close()
 	b, err := io.ReadAll(res.Body)
 	return raceAnswer{status: res.StatusCode, body: string(b), err: err}
+}
+
+// TestRunPage_SaysUntilWhenAnApproverMayDecide: while a run waits, its
+// page says until when an approver may decide (a <time> the viewer's
+// browser shows in their own zone), and the API's snapshot the same
+// moment; once nobody did, the page says the system canceled it, why, and
+// that nothing was refunded, as its timeline and support's do.
+func TestRunPage_SaysUntilWhenAnApproverMayDecide(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	ctx := context.Background()
+	run := a.startRun(t, "customer@example.com", 1000)
+	if _, err := a.store.RequestApprovalWithin(ctx, run.ID, proposalFor(run), 48*time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var deadline time.Time
+	if err := a.db.Get(&deadline, `SELECT deadline FROM approvals WHERE run_id = $1`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	page := "/runs/" + run.ID.String()
+	for _, who := range []string{"customer@example.com", "approver@example.com"} {
+		c := a.signedIn(t, who)
+		doc := a.get(t, c, page).doc(t)
+		said := doc.Find("#decide-by")
+		at, _ := said.Find("time").Attr("datetime")
+		if got, want := at, deadline.UTC().Format(time.RFC3339); got != want {
+			t.Errorf("%s: #decide-by time = %q, want %q", who, got, want)
+		}
+		if got, want := said.Text(), views.DecideByLead+deadline.UTC().Format("2 Jan 2006, 15:04 UTC")+views.DecideByTail; got != want {
+			t.Errorf("%s: #decide-by = %q, want %q", who, got, want)
+		}
+		snap := decode[struct {
+			Approval struct {
+				Deadline time.Time `json:"deadline"`
+			} `json:"approval"`
+		}](t, a.get(t, c, "/api"+page))
+		if !snap.Approval.Deadline.Equal(deadline) {
+			t.Errorf("%s: API approval.deadline = %v, want %v", who, snap.Approval.Deadline, deadline)
+		}
+	}
+
+	// Nobody decided: two days pass (the request is moved two days
+	// back), and the worker the deadline wakes expires it.
+	if _, err := a.db.Exec(`UPDATE approvals SET requested_at = requested_at - interval '48 hours',
+        deadline = deadline - interval '48 hours' WHERE run_id = $1`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if expired, err := a.store.ExpireApproval(ctx, run.ID); err != nil || !expired {
+		t.Fatalf("ExpireApproval = %v, %v", expired, err)
+	}
+	for who, want := range map[string]map[string]string{
+		"customer@example.com": {
+			"#run-state":      "Canceled",
+			"#outcome-text":   "Canceled by the system.",
+			"#outcome-reason": "No approver decided within 48 hours.",
+			"#outcome-detail": "No refund was made and no money moved.",
+			`#timeline li[data-type="approval.requested"]`: "Asked an approver to decide within 48 hours",
+			`#timeline li[data-type="approval.expired"]`:   "No approver decided within 48 hours: the system canceled the refund",
+		},
+		"support@example.com": {
+			`#support-timeline tr[data-type="approval.expired"] td[data-label="Who"]`: "the system",
+		},
+	} {
+		c := a.signedIn(t, who)
+		path := page
+		if who == "support@example.com" {
+			path = "/support" + page
+		}
+		doc := a.get(t, c, path).doc(t)
+		if n := doc.Find("#decide-by").Length(); n != 0 {
+			t.Errorf("%s: the page still says until when to decide", who)
+		}
+		for sel, text := range want {
+			// A timeline line also says when.
+			if got := strings.TrimSpace(doc.Find(sel).First().Text()); got != text && !strings.HasSuffix(got, " "+text) {
+				t.Errorf("%s: %s = %q, want %q", who, sel, got, text)
+			}
+		}
+	}
+}
+
+// TestQueuePage_OrdersByDeadline: the approval queue lists the soonest
+// due first, says until when each may be decided, and marks in words the
+// ones due within a tenth of the time they were given; a card not yet due
+// soon carries when it will be, for the page to mark it then.
+func TestQueuePage_OrdersByDeadline(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	ctx := context.Background()
+	ask := func(window time.Duration) *store.Run {
+		t.Helper()
+		run := a.startRun(t, "customer2@example.com", 100)
+		if _, err := a.store.RequestApprovalWithin(ctx, run.ID, proposalFor(run), window); err != nil {
+			t.Fatal(err)
+		}
+		return run
+	}
+	fresh := ask(time.Hour)
+	none := ask(0)
+	urgent := ask(48 * time.Hour)
+	// The urgent one asked 47.5 hours ago: half an hour is left of 48.
+	for _, q := range []string{
+		`UPDATE approvals SET requested_at = requested_at - interval '47.5 hours', deadline = deadline - interval '47.5 hours' WHERE run_id = $1`,
+		`UPDATE queue_entries SET entered_at = entered_at - interval '47.5 hours' WHERE run_id = $1`,
+	} {
+		if _, err := a.db.Exec(q, urgent.ID); err != nil {
+			t.Fatal(err)
+		}
+	}
+	doc := a.get(t, a.signedIn(t, "approver@example.com"), "/").doc(t)
+	var order []string
+	doc.Find(".queue-item").Each(func(_ int, s *goquery.Selection) { order = append(order, s.AttrOr("id", "")) })
+	if want := []string{views.QueueItemID(urgent.ID), views.QueueItemID(fresh.ID), views.QueueItemID(none.ID)}; !slices.Equal(order, want) {
+		t.Errorf("queue order = %v, want urgent, fresh, then the one without a deadline: %v", order, want)
+	}
+	if got := doc.Find("#queue-count").Text(); got != "3 refunds wait for a decision, the soonest due first." {
+		t.Errorf("count = %q", got)
+	}
+	card := func(run *store.Run) *goquery.Selection { return doc.Find("#" + views.QueueItemID(run.ID)) }
+	u := card(urgent)
+	if !u.HasClass("due-soon") || u.Find(".due-soon-mark").AttrOr("hidden", "none") != "none" || u.Find(".due-soon-mark").Text() != views.DueSoonMark {
+		t.Errorf("the card due in half an hour of 48 hours is not marked due soon in words: classes %q, mark %q", u.AttrOr("class", ""), u.Find(".due-soon-mark").Text())
+	}
+	f := card(fresh)
+	soonIn, err := strconv.ParseInt(f.AttrOr("data-soon-in", ""), 10, 64)
+	// Due soon 54 minutes after it asked (a tenth of an hour before).
+	if f.HasClass("due-soon") || f.Find(".due-soon-mark[hidden]").Length() != 1 || err != nil || soonIn < 50*60*1000 || soonIn > 54*60*1000 {
+		t.Errorf("the fresh card: due-soon %v, data-soon-in %q; want not yet, in about 54 minutes", f.HasClass("due-soon"), f.AttrOr("data-soon-in", ""))
+	}
+	if at, ok := f.Find(".queue-deadline time").Attr("datetime"); !ok || at == "" {
+		t.Errorf("the fresh card does not say until when it may be decided")
+	}
+	if n := card(none).Find(".queue-deadline").Length(); n != 0 || card(none).AttrOr("data-soon-in", "") != "" {
+		t.Errorf("the card without a deadline shows one")
+	}
 }

@@ -2,8 +2,6 @@ package handlers
 
 import (
 	"context"
-	"strconv"
-	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
@@ -17,17 +15,17 @@ import (
 const queuePageSize = 50
 
 // queueStart reads where the page of the queue starts (the queue_after
-// or start parameter: a queue version, 0 for the first page).
-func queueStart(raw string) (int64, error) {
-	after, err := store.ParseCursor(raw)
+// or start parameter: a place in the queue, empty for the first page).
+func queueStart(raw string) (store.QueuePlace, error) {
+	after, err := store.ParseQueuePlace(raw)
 	if err == nil {
 		return after, nil
 	}
 	// A number past int64 is a 400, as every out-of-range integer is.
-	if _, perr := strconv.ParseInt(strings.TrimSpace(raw), 10, 64); outOfRange("queue_after", perr) != nil {
-		return 0, outOfRange("queue_after", perr)
+	if rerr := outOfRange("queue_after", err); rerr != nil {
+		return after, rerr
 	}
-	return 0, store.Errorf(store.CodeInvalid, "That is not a page of the approval queue. Open the first page from the home page.")
+	return after, store.Errorf(store.CodeInvalid, "That is not a page of the approval queue. Open the first page from the home page.")
 }
 
 // approvalQueue is the page of the queue the home page shows an approver.
@@ -74,7 +72,7 @@ func (h *Handler) streamQueue(c echo.Context) error {
 // (stream.StateView).
 type queueView struct {
 	roleGate
-	start  int64
+	start  store.QueuePlace
 	viewer int64 // the approver looking: their own decisions read "you"
 }
 
@@ -143,7 +141,7 @@ func queueDiff(shown, next *store.QueuePage) (removed, added []*store.QueueItem,
 		was[it.ID.String()] = true
 	}
 	is := make(map[string]bool, len(next.Items))
-	var last int64 // the last card kept
+	var last store.QueuePlace // the last card kept
 	for i := range next.Items {
 		it := &next.Items[i]
 		is[it.ID.String()] = true
@@ -154,12 +152,12 @@ func queueDiff(shown, next *store.QueuePage) (removed, added []*store.QueueItem,
 		if len(added) > 0 {
 			return nil, nil, false // a new card before a kept one
 		}
-		last = it.Version
+		last = it.Place()
 	}
 	for i := range shown.Items {
 		if it := &shown.Items[i]; !is[it.ID.String()] {
 			removed = append(removed, it)
 		}
 	}
-	return removed, added, len(added) == 0 || added[0].Version > last
+	return removed, added, len(added) == 0 || last.Before(added[0].Place())
 }

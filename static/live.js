@@ -260,4 +260,22 @@
     el.textContent = elapsed((now - since + Date.now() - seen.get(el)) / 1000);
   }
   setInterval(tick, 1000);
+
+  // A queue card whose decision becomes due soon while the page is open
+  // (data-soon-in: milliseconds after the server drew it) is marked then,
+  // as the server marks it when it draws a card already due soon.
+  var drawn = new WeakMap(); // when this page first showed each card
+  function dueSoon() {
+    document.querySelectorAll('[data-soon-in]').forEach(function (card) {
+      var soonIn = parseInt(card.getAttribute('data-soon-in'), 10);
+      if (isNaN(soonIn)) return;
+      if (!drawn.has(card)) drawn.set(card, Date.now());
+      if (Date.now() - drawn.get(card) < soonIn) return;
+      card.classList.add('due-soon');
+      card.removeAttribute('data-soon-in');
+      var mark = card.querySelector('.due-soon-mark');
+      if (mark) mark.hidden = false;
+    });
+  }
+  setInterval(dueSoon, 1000);
 })();

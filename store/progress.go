@@ -54,6 +54,11 @@ type Progress struct {
 	FinalMessage    string
 	// ApprovalAsked: the run asked a person for a decision.
 	ApprovalAsked bool
+	// Deadline is until when an approver may decide, zero when the run
+	// asked with none (or never asked); Expiry is set once nobody did, and
+	// the system canceled the run (approval.expired).
+	Deadline time.Time
+	Expiry   *ApprovalExpired
 	// CanceledBy and ApprovedBy are who decided, as the decision's event
 	// recorded it; nil until then.
 	CanceledBy, ApprovedBy *Decider
@@ -82,6 +87,12 @@ func ProgressOf(snap *Snapshot) Progress {
 	}
 	if snap.FinalMessage != nil {
 		p.FinalMessage = snap.FinalMessage.Body
+	}
+	if a := snap.Approval; a != nil && a.Deadline.Valid {
+		p.Deadline = a.Deadline.Time
+		if a.Decision.String == DecidedExpired {
+			p.Expiry = &ApprovalExpired{RequestedAt: a.RequestedAt, Deadline: a.Deadline.Time}
+		}
 	}
 	for _, ev := range snap.Marks {
 		p.note(ev)
@@ -165,6 +176,13 @@ func (p *Progress) Apply(ev Event) {
 		}
 	case EventApprovalRequested:
 		p.ApprovalAsked = true
+		if pl, err := PayloadOf[ApprovalRequested](ev); err == nil && pl.Deadline != nil {
+			p.Deadline = *pl.Deadline
+		}
+	case EventApprovalExpired:
+		if pl, err := PayloadOf[ApprovalExpired](ev); err == nil {
+			p.Expiry = &pl
+		}
 	case EventMessageFinal:
 		if pl, err := PayloadOf[MessageFinal](ev); err == nil {
 			p.FinalMessage = pl.Body

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"encoding/json"
 	"fmt"
+	"strconv"
 	"strings"
 	"time"
 
@@ -42,14 +43,93 @@ type QueueItem struct {
 	RequestChildren int             `db:"request_children"`
 	ProposalJSON    []byte          `db:"proposal"`
 	Proposal        *ActionProposed `db:"-"`
+	// Deadline is until when an approver may decide; unset: no deadline.
+	Deadline sql.NullTime `db:"deadline"`
+}
+
+// Place is where the item stands in the queue's order.
+func (it *QueueItem) Place() QueuePlace {
+	return QueuePlace{Deadline: it.Deadline.Time, Version: it.Version}
+}
+
+// QueuePlace is a place in the approval queue's order: the soonest deadline
+// first (runs that asked with none after every run that has one), then the
+// queue version that added the run, so runs due together stand in the order
+// they asked. A page starts after a place; the zero place is before all.
+type QueuePlace struct {
+	Deadline time.Time // zero: no deadline
+	Version  int64
+}
+
+// Before reports whether p comes before q in the queue.
+func (p QueuePlace) Before(q QueuePlace) bool {
+	switch {
+	case p.Version == 0 || q.Version == 0:
+		return p.Version == 0 && q.Version != 0 // the start is before every run
+	case p.Deadline.IsZero() != q.Deadline.IsZero():
+		return q.Deadline.IsZero()
+	case !p.Deadline.Equal(q.Deadline):
+		return p.Deadline.Before(q.Deadline)
+	}
+	return p.Version < q.Version
+}
+
+// String is the place as a page's link carries it: the queue version, then
+// for a run with a deadline a dot and the deadline in microseconds since
+// 1970 (the precision PostgreSQL keeps). The zero place is "0".
+func (p QueuePlace) String() string {
+	s := strconv.FormatInt(p.Version, 10)
+	if p.Version != 0 && !p.Deadline.IsZero() {
+		s += "." + strconv.FormatInt(p.Deadline.UnixMicro(), 10)
+	}
+	return s
+}
+
+// ParseQueuePlace reads a place written by String; "" is the zero place. A
+// number too large is an error that wraps strconv.ErrRange.
+func ParseQueuePlace(raw string) (QueuePlace, error) {
+	s := strings.TrimSpace(raw)
+	if s == "" {
+		return QueuePlace{}, nil
+	}
+	version, due, dated := strings.Cut(s, ".")
+	var p QueuePlace
+	var err error
+	if p.Version, err = strconv.ParseInt(version, 10, 64); err != nil {
+		return QueuePlace{}, err
+	}
+	if dated {
+		us, err := strconv.ParseInt(due, 10, 64)
+		if err != nil {
+			return QueuePlace{}, err
+		}
+		p.Deadline = time.UnixMicro(us).UTC()
+	}
+	if p.Version < 0 || p.String() != s {
+		// Only String's own spelling: "+7", "007" or "0.5" were never sent.
+		return QueuePlace{}, Errorf(CodeInvalid, "%s is not a place in the approval queue", QuoteCursor(raw))
+	}
+	return p, nil
+}
+
+// sqlArgs are the place's deadline and version as the queue's statements
+// compare them: no deadline is 'infinity', the start '-infinity'.
+func (p QueuePlace) sqlArgs() (deadline string, version int64) {
+	switch {
+	case p.Version == 0:
+		return "-infinity", 0
+	case p.Deadline.IsZero():
+		return "infinity", p.Version
+	}
+	return p.Deadline.UTC().Format(time.RFC3339Nano), p.Version
 }
 
 // QueuePage is one page of the queue as of Version: up to a page size of
-// items after a place in the queue, oldest first, with where the page sits
-// in the whole (Before items come before it, Total in all).
+// items after a place in the queue, the soonest due first, with where the
+// page sits in the whole (Before items come before it, Total in all).
 type QueuePage struct {
 	Version int64
-	After   int64 // the page starts after this queue version; 0 is the start
+	After   QueuePlace // the page starts after this place; zero is the start
 	Items   []QueueItem
 	Before  int
 	Total   int
@@ -64,8 +144,10 @@ SELECT ` + runColumnsOf("r") + `, q.version AS queue_version, q.entered_at AS re
     COALESCE(p.amount, 0) AS request_amount,
     (SELECT count(*) FROM runs k WHERE k.parent_run_id = r.parent_run_id) AS request_children,
     (SELECT e.payload FROM run_events e WHERE e.run_id = r.id AND e.type = '` + EventActionProposed + `'
-     ORDER BY e.seq DESC LIMIT 1) AS proposal
+     ORDER BY e.seq DESC LIMIT 1) AS proposal,
+    a.deadline
 FROM queue_entries q
+LEFT JOIN approvals a ON a.run_id = q.run_id
 JOIN runs r ON r.id = q.run_id
 JOIN users u ON u.id = r.owner_id
 JOIN orders o ON o.id = r.order_id
@@ -74,9 +156,13 @@ LEFT JOIN LATERAL (
     SELECT sum(x.amount) AS amount, count(*) AS runs FROM runs x
     WHERE x.order_id = r.order_id AND x.id <> r.id AND x.state NOT IN ('failed', 'canceled')
 ) other ON true
-WHERE q.version > $1
-ORDER BY q.version
-LIMIT $2`
+WHERE ` + queueOrder + ` > ($1::timestamptz, $2::bigint)
+ORDER BY ` + queueOrder + `
+LIMIT $3`
+
+// queueOrder is an entry's place in the queue (QueuePlace), as a row to
+// compare and sort by; q is its queue entry, a its approval request.
+const queueOrder = `(COALESCE(a.deadline, 'infinity'), q.version)`
 
 // runColumnsOf is runColumns qualified by a table alias, for joins.
 func runColumnsOf(alias string) string {
@@ -88,8 +174,8 @@ func runColumnsOf(alias string) string {
 }
 
 // ApprovalQueue reads one page of the queue: up to limit items after the
-// queue version after, and the counts, in one consistent read.
-func (s *Store) ApprovalQueue(ctx context.Context, after int64, limit int) (*QueuePage, error) {
+// place after, and the counts, in one consistent read.
+func (s *Store) ApprovalQueue(ctx context.Context, after QueuePlace, limit int) (*QueuePage, error) {
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("store: approval queue: %w", err)
@@ -105,15 +191,17 @@ func (s *Store) ApprovalQueue(ctx context.Context, after int64, limit int) (*Que
 	return p, nil
 }
 
-func readQueue(ctx context.Context, tx *sqlx.Tx, after int64, limit int) (*QueuePage, error) {
+func readQueue(ctx context.Context, tx *sqlx.Tx, after QueuePlace, limit int) (*QueuePage, error) {
 	p := &QueuePage{After: after, Items: []QueueItem{}}
-	err := tx.QueryRowxContext(ctx, `SELECT (SELECT version FROM queue_head),
-        (SELECT count(*) FROM queue_entries), (SELECT count(*) FROM queue_entries WHERE version <= $1)`, after).
+	deadline, version := after.sqlArgs()
+	err := tx.QueryRowxContext(ctx, `SELECT (SELECT version FROM queue_head), (SELECT count(*) FROM queue_entries),
+        (SELECT count(*) FROM queue_entries q LEFT JOIN approvals a ON a.run_id = q.run_id
+         WHERE `+queueOrder+` <= ($1::timestamptz, $2::bigint))`, deadline, version).
 		Scan(&p.Version, &p.Total, &p.Before)
 	if err != nil {
 		return nil, fmt.Errorf("store: approval queue: %w", err)
 	}
-	if err := tx.SelectContext(ctx, &p.Items, queueItemsSQL, after, limit+1); err != nil {
+	if err := tx.SelectContext(ctx, &p.Items, queueItemsSQL, deadline, version, limit+1); err != nil {
 		return nil, fmt.Errorf("store: approval queue: %w", err)
 	}
 	if len(p.Items) > limit {

@@ -29,7 +29,7 @@ func queueIDs(p *store.QueuePage) []uuid.UUID {
 	return ids
 }
 
-func mustQueue(t *testing.T, s *store.Store, after int64, limit int) *store.QueuePage {
+func mustQueue(t *testing.T, s *store.Store, after store.QueuePlace, limit int) *store.QueuePage {
 	t.Helper()
 	p, err := s.ApprovalQueue(context.Background(), after, limit)
 	if err != nil {
@@ -55,11 +55,11 @@ func TestApprovalQueue_FollowsRuns(t *testing.T) {
 
 	a, b, c := f.queued(t, "a", 100), f.queued(t, "b", 200), f.queued(t, "c", 300)
 	f.start(t, "not-queued", 100)
-	p := mustQueue(t, f.s, 0, 2)
+	p := mustQueue(t, f.s, store.QueuePlace{}, 2)
 	if got := queueIDs(p); p.Version != 3 || p.Total != 3 || p.Before != 0 || !p.More || len(got) != 2 || got[0] != a.ID || got[1] != b.ID {
 		t.Fatalf("first page = version %d, total %d, before %d, more %v, %v; want 3, 3, 0, true, [a b]", p.Version, p.Total, p.Before, p.More, got)
 	}
-	next := mustQueue(t, f.s, p.Items[1].Version, 2)
+	next := mustQueue(t, f.s, p.Items[1].Place(), 2)
 	if got := queueIDs(next); next.Before != 2 || next.More || len(got) != 1 || got[0] != c.ID {
 		t.Fatalf("second page = before %d, more %v, %v; want 2, false, [c]", next.Before, next.More, got)
 	}
@@ -73,7 +73,7 @@ func TestApprovalQueue_FollowsRuns(t *testing.T) {
 	if _, err := f.s.Append(ctx, a.ID, store.EventOf(store.NarrationDelta{Text: "hi"})); err != nil {
 		t.Fatal(err)
 	}
-	if v := mustQueue(t, f.s, 0, 10).Version; v != 3 {
+	if v := mustQueue(t, f.s, store.QueuePlace{}, 10).Version; v != 3 {
 		t.Errorf("version after narration = %d, want 3", v)
 	}
 
@@ -87,7 +87,7 @@ func TestApprovalQueue_FollowsRuns(t *testing.T) {
 	if _, err := f.s.Approve(ctx, a.ID, f.approver.ID, ""); err != nil {
 		t.Fatal(err)
 	}
-	p = mustQueue(t, f.s, 0, 10)
+	p = mustQueue(t, f.s, store.QueuePlace{}, 10)
 	if got := queueIDs(p); p.Version != 5 || p.Total != 1 || len(got) != 1 || got[0] != c.ID {
 		t.Errorf("queue = version %d, total %d, %v; want 5, 1, [c]", p.Version, p.Total, got)
 	}
@@ -104,7 +104,7 @@ func TestApprovalQueue_Facts(t *testing.T) {
 	f := newFixture(t)
 	f.start(t, "earlier", 3000)
 	r := f.queued(t, "q", 6000)
-	p := mustQueue(t, f.s, 0, 10)
+	p := mustQueue(t, f.s, store.QueuePlace{}, 10)
 	if len(p.Items) != 1 {
 		t.Fatalf("items = %d, want 1", len(p.Items))
 	}

@@ -233,6 +233,9 @@ func childEnding(p *store.Progress, viewer Viewer) string {
 	case store.OutcomeDeclined:
 		return "declined by the payment provider"
 	case store.OutcomeCanceled:
+		if p.Expiry != nil {
+			return "canceled by the system: no approver decided in time"
+		}
 		return "canceled by " + who(p, viewer, p.CanceledBy, "someone")
 	}
 	return "not refunded: the request could not be carried out"

@@ -21,8 +21,8 @@ func QueueItemID(runID uuid.UUID) string { return "queue-item-" + runID.String()
 // p's version and keeps p's place in the queue.
 func QueueStreamURL(p *store.QueuePage) string {
 	q := url.Values{"after": {strconv.FormatInt(p.Version, 10)}}
-	if p.After > 0 {
-		q.Set("start", strconv.FormatInt(p.After, 10))
+	if p.After.Version > 0 {
+		q.Set("start", p.After.String())
 	}
 	return "/queue/events?" + q.Encode()
 }
@@ -64,12 +64,12 @@ func (g QueueGone) Said() string {
 	return strings.ToUpper(string(r[0])) + string(r[1:]) + "."
 }
 
-// queuePageURL is the home page showing the queue after that version.
-func queuePageURL(after int64) string {
-	if after <= 0 {
+// queuePageURL is the home page showing the queue after that place.
+func queuePageURL(after store.QueuePlace) string {
+	if after.Version <= 0 {
 		return "/#approval-queue"
 	}
-	return "/?queue_after=" + strconv.FormatInt(after, 10) + "#approval-queue"
+	return "/?queue_after=" + after.String() + "#approval-queue"
 }
 
 // queueCount says how much of the queue the page shows.
@@ -83,11 +83,57 @@ func queueCount(p *store.QueuePage) string {
 	case p.Before == 0 && n == p.Total && n == 1:
 		return "1 refund waits for a decision."
 	case p.Before == 0 && n == p.Total:
-		return fmt.Sprintf("%d refunds wait for a decision, oldest first.", n)
+		return fmt.Sprintf("%d refunds wait for a decision, %s.", n, queueOrderWords(p))
 	case p.Before == 0:
-		return fmt.Sprintf("Showing %d of %d, oldest first.", n, p.Total)
+		return fmt.Sprintf("Showing %d of %d, %s.", n, p.Total, queueOrderWords(p))
 	}
-	return fmt.Sprintf("Showing %d–%d of %d, oldest first.", p.Before+1, p.Before+n, p.Total)
+	return fmt.Sprintf("Showing %d–%d of %d, %s.", p.Before+1, p.Before+n, p.Total, queueOrderWords(p))
+}
+
+// queueOrderWords says in which order the page lists its refunds: by
+// deadline when any has one (store.QueuePlace), otherwise by age, which
+// is then the same order.
+func queueOrderWords(p *store.QueuePage) string {
+	for i := range p.Items {
+		if p.Items[i].Deadline.Valid {
+			return "the soonest due first"
+		}
+	}
+	return "oldest first"
+}
+
+// dueSoonShare is how close to its deadline a decision is marked due soon:
+// within a tenth of the time it was given.
+const dueSoonShare = 10
+
+// DueSoonMark is the mark of a card whose decision is due soon.
+const DueSoonMark = "Due soon"
+
+// dueSoonAt is when the item's decision becomes due soon; false when it
+// has no deadline.
+func dueSoonAt(it *store.QueueItem) (time.Time, bool) {
+	if !it.Deadline.Valid {
+		return time.Time{}, false
+	}
+	window := it.Deadline.Time.Sub(it.RequestedAt)
+	return it.Deadline.Time.Add(-window / dueSoonShare), true
+}
+
+// queueDueSoon says whether the item's decision is due soon at now.
+func queueDueSoon(it *store.QueueItem, now time.Time) bool {
+	at, ok := dueSoonAt(it)
+	return ok && !now.Before(at)
+}
+
+// queueSoonIn says in how many milliseconds after now the item's decision
+// becomes due soon (data-soon-in), for static/live.js to mark it then
+// without asking the server; nothing when it has no deadline or already is.
+func queueSoonIn(it *store.QueueItem, now time.Time) templ.Attributes {
+	at, ok := dueSoonAt(it)
+	if !ok || !now.Before(at) {
+		return nil
+	}
+	return templ.Attributes{"data-soon-in": strconv.FormatInt(at.Sub(now).Milliseconds(), 10)}
 }
 
 func waits(n int) string {
@@ -98,11 +144,11 @@ func waits(n int) string {
 }
 
 // nextAfter is where the page after p starts: after its last item.
-func nextAfter(p *store.QueuePage) int64 {
+func nextAfter(p *store.QueuePage) store.QueuePlace {
 	if len(p.Items) == 0 {
 		return p.After
 	}
-	return p.Items[len(p.Items)-1].Version
+	return p.Items[len(p.Items)-1].Place()
 }
 
 // queueTime is a moment as the queue shows it: date, time and zone.

@@ -201,6 +201,8 @@ func (d *SupportRun) actorOf(ev store.Event) string {
 		return "an approver"
 	case store.EventCancelRequested:
 		return "someone"
+	case store.EventApprovalExpired:
+		return "the system" // the deadline, no person
 	case store.EventOperationSucceeded, store.EventOperationFailed:
 		return "the payment provider"
 	}

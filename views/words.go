@@ -100,6 +100,10 @@ type Said struct {
 	// from it in the browser.
 	Since    time.Time
 	Next     string // what happens next, while the run goes on
+	// DecideBy is until when an approver may decide, while the run waits
+	// for one; zero when no deadline binds it. The page shows it in the
+	// viewer's time, between DecideByLead and DecideByTail.
+	DecideBy time.Time
 	Approved string // "Approved by an approver."
 	Pending  string // a cancel asked for while the run goes on
 	// CancelGone says why the viewer's cancel is no longer offered.
@@ -125,6 +129,17 @@ type ProgressStep struct {
 	Here bool
 }
 
+// The sentence around a decision's deadline (Said.DecideBy).
+const (
+	DecideByLead = "An approver may decide until "
+	DecideByTail = ". If nobody has by then, the system cancels the refund and nothing is refunded."
+)
+
+// deadlineText is a deadline as the server writes it (static/localtime.js
+// shows it again in the viewer's time zone). Minutes are cut, not
+// rounded: a page never gives longer than there is.
+func deadlineText(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
+
 // waitingForAgent is a run that no worker has taken up yet.
 const waitingForAgent = "Waiting for the agent"
 
@@ -146,6 +161,9 @@ func Words(p *store.Progress, viewer Viewer) Said {
 	w.Steps = steps(p, stepAt(p))
 	if p.ApprovedBy != nil && !p.ApprovedBy.System {
 		w.Approved = "Approved by " + who(p, viewer, p.ApprovedBy, "an approver") + approvalReason(p.ApprovedBy, viewer) + "."
+	}
+	if p.State == store.StateAwaitingApproval && !p.CancelRequested {
+		w.DecideBy = p.Deadline
 	}
 	if !p.Terminal() {
 		w.Next = nextStep(p, viewer)
@@ -376,6 +394,13 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 	case store.OutcomeCanceled:
 		w.Outcome = "Canceled by " + canceler + "."
 		w.Reason = decisionReason(p.CanceledBy)
+		if p.Expiry != nil {
+			// Why, unless the final answer beside it says so already.
+			w.Outcome = "Canceled by the system."
+			if why := expiredWhy(p.Expiry); !strings.Contains(w.Answer, why) {
+				w.Reason = why + "."
+			}
+		}
 	case store.OutcomeDeclined:
 		w.Outcome = "Declined by the payment provider."
 		if !strings.Contains(w.Answer, strings.TrimSpace(providerSaid)) {
@@ -535,7 +560,13 @@ func EventText(ev store.Event) string {
 		p, _ := store.PayloadOf[store.ActionProposed](ev)
 		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
 	case store.EventApprovalRequested:
+		if p, _ := store.PayloadOf[store.ApprovalRequested](ev); p.Deadline != nil {
+			return "Asked an approver to decide within " + store.FormatWindow(p.Deadline.Sub(ev.CreatedAt))
+		}
 		return "Asked an approver for a decision"
+	case store.EventApprovalExpired:
+		p, _ := store.PayloadOf[store.ApprovalExpired](ev)
+		return expiredWhy(&p) + ": the system canceled the refund"
 	case store.EventApprovalGranted:
 		if d := store.DeciderOf(ev); d != nil && d.System {
 			return "Approved by policy"
@@ -566,6 +597,11 @@ func EventText(ev store.Event) string {
 		return "Run canceled"
 	}
 	return ev.Type
+}
+
+// expiredWhy is why the system canceled a run nobody decided in time.
+func expiredWhy(e *store.ApprovalExpired) string {
+	return "No approver decided within " + store.FormatWindow(e.Window())
 }
 
 // narrationStretch names a stretch of n narration pieces in support's
