@@ -3,6 +3,7 @@ package store_test
 import (
 	"context"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -138,5 +139,28 @@ func TestExpireApproval_OnlyPastTheDeadline(t *testing.T) {
 	p := mustQueue(t, f.s, store.QueuePlace{}, 10)
 	if got, want := queueIDs(p), []uuid.UUID{ahead.ID, none.ID}; !slices.Equal(got, want) {
 		t.Errorf("queue = %v, want the two still waiting %v", got, want)
+	}
+}
+
+// TestVerify_DecisionsEndOneWay: verify finds a run whose decision both
+// expired and was granted.
+func TestVerify_DecisionsEndOneWay(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.queuedWithin(t, "expired", 1, time.Microsecond)
+	if expired, err := f.s.ExpireApproval(ctx, run.ID); err != nil || !expired {
+		t.Fatalf("ExpireApproval = %v, %v", expired, err)
+	}
+	if problems, err := f.s.Verify(ctx); err != nil || len(problems) > 0 {
+		t.Fatalf("verify after an expiry: %v, %v", problems, err)
+	}
+	granted := store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{UserID: f.approver.ID}}}
+	if _, err := f.s.Append(ctx, run.ID, store.EventOf(granted)); err != nil {
+		t.Fatal(err)
+	}
+	problems, err := f.s.Verify(ctx)
+	if err != nil || len(problems) != 1 || !strings.HasPrefix(problems[0], "a decision is approved or expired, never both") {
+		t.Errorf("verify = %q, %v; want the decision made twice", problems, err)
 	}
 }

@@ -115,6 +115,23 @@ WHERE o.owner_id <> n.owner_id
    OR o.state NOT IN ('completed', 'failed', 'canceled')
    OR (o.kind = 'refund' AND o.state = 'completed')
    OR (o.kind = 'request' AND NOT EXISTS (SELECT 1 FROM runs c WHERE c.parent_run_id = o.id AND c.state <> 'completed'))`},
+	// Decisions end: one way only, and an expired one moved no money.
+	{"a decision is approved or expired, never both: an expired one ended its run canceled, by no one, after its deadline, with nothing sent to the provider", `
+SELECT format('run %s (%s): approval %s by %s at %s (deadline %s), %s approval.granted, %s approval.expired, %s operations',
+              r.id, r.state, COALESCE(a.decision, 'undecided'), COALESCE(a.decided_by::text, 'no one'), a.decided_at, a.deadline,
+              x.granted, x.expired, x.ops)
+FROM approvals a JOIN runs r ON r.id = a.run_id
+CROSS JOIN LATERAL (
+    SELECT count(*) FILTER (WHERE e.type = 'approval.granted') AS granted,
+           count(*) FILTER (WHERE e.type = 'approval.expired') AS expired,
+           (SELECT count(*) FROM operations op WHERE op.run_id = r.id) AS ops
+    FROM run_events e WHERE e.run_id = r.id AND e.type IN ('approval.granted', 'approval.expired')
+) x
+WHERE x.granted + x.expired > 1
+   OR (x.expired = 1 AND a.decision IS DISTINCT FROM 'expired')
+   -- the event may be gone only if business history was pruned
+   OR (a.decision = 'expired' AND x.expired = 0 AND EXISTS (SELECT 1 FROM run_events c WHERE c.run_id = r.id AND c.seq = 1))
+   OR (a.decision = 'expired' AND (r.state <> 'canceled' OR a.decided_by IS NOT NULL OR a.decided_at < a.deadline OR x.ops > 0))`},
 }
 
 // Verify checks every invariant over the whole database and returns one line

@@ -20,7 +20,7 @@ import (
 )
 
 // ApprovalQueue is the approver's live queue: the runs that wait for a
-// decision, oldest first, a page at a time. It follows the queue stream
+// decision, the soonest due first, a page at a time. It follows the queue stream
 // (GET /queue/events): each message takes the page from the version it
 // shows to the next; static/live.js applies each version once.
 func ApprovalQueue(p *store.QueuePage) templ.Component {
