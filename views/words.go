@@ -100,14 +100,14 @@ type Said struct {
 	// from it in the browser.
 	Since    time.Time
 	Next     string // what happens next, while the run goes on
-	// DecideBy is until when an approver may decide, while the run waits
-	// for one; zero when no deadline binds it. The page shows it in the
-	// viewer's time, between DecideByLead and DecideByTail.
-	DecideBy time.Time
 	Approved string // "Approved by an approver."
 	Pending  string // a cancel asked for while the run goes on
 	// CancelGone says why the viewer's cancel is no longer offered.
 	CancelGone string
+	// DecideBy is until when an approver may decide, while the run waits
+	// for one; zero when no deadline binds it. The page shows it in the
+	// viewer's time, between DecideByLead and DecideByTail.
+	DecideBy time.Time
 	// Outcome is the headline of how the run ended, "" while it goes on;
 	// Answer the run's one final answer (store.FinalMessage, the API's
 	// final_message), the same for every viewer; Actor who ended it (or
