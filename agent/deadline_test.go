@@ -3,7 +3,9 @@ package agent_test
 import (
 	"context"
 	"database/sql"
+	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,6 +173,15 @@ func TestExecutor_ChildExpiresAlone(t *testing.T) {
             (SELECT created_at FROM run_events WHERE run_id = $2 AND type = 'child.finished' AND payload->>'child_run_id' = $1::text)`,
 			c.ID, c.ParentRunID.UUID); err != nil || !same {
 			t.Errorf("child %d: run.canceled and its child.finished committed apart (%v)", c.Position, err)
+		}
+	}
+	for _, fam := range []*store.Family{partly, none} {
+		snap, err := e.s.Snapshot(ctx, fam.Parent.ID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if want := fmt.Sprintf("order #%d canceled (no approver decided in time)", fam.Children[1].OrderID); !strings.Contains(snap.FinalMessage.Body, want) {
+			t.Errorf("request's final answer %q does not say %q", snap.FinalMessage.Body, want)
 		}
 	}
 	if n := countOf(e.types(partly.Children[0].ID), store.EventApprovalExpired); n != 0 {

@@ -299,6 +299,7 @@ type childEnd struct {
 	Amount   int64     `db:"amount"`
 	Refunded int64     `db:"refunded"`
 	Declined bool      `db:"declined"`
+	Expired  bool      `db:"expired"` // nobody decided by its deadline
 }
 
 // requestAnswer is a finished request's one final answer: what the
@@ -315,6 +316,8 @@ func requestAnswer(kids []childEnd, currency string) string {
 		switch {
 		case k.Refunded > 0:
 			end = "refunded " + FormatMoney(k.Refunded, currency)
+		case k.State == StateCanceled && k.Expired:
+			end = "canceled (no approver decided in time)"
 		case k.State == StateCanceled:
 			end = "canceled"
 		case k.Declined:
@@ -341,7 +344,8 @@ func (s *Store) childEnded(ctx context.Context, tx *txn, r *Run) error {
 	var kids []childEnd
 	if err := tx.SelectContext(ctx, &kids, `SELECT r.id, r.order_ref, r.state, r.amount,
         COALESCE((SELECT sum(op.amount) FROM operations op WHERE op.run_id = r.id AND op.state = 'succeeded'), 0) AS refunded,
-        EXISTS (SELECT 1 FROM operations op WHERE op.run_id = r.id AND op.state = 'failed') AS declined
+        EXISTS (SELECT 1 FROM operations op WHERE op.run_id = r.id AND op.state = 'failed') AS declined,
+        EXISTS (SELECT 1 FROM approvals a WHERE a.run_id = r.id AND a.decision = '`+DecidedExpired+`') AS expired
         FROM runs r WHERE r.parent_run_id = $1 ORDER BY r.position`, parent.ID); err != nil {
 		return fmt.Errorf("store: family: %w", err)
 	}

@@ -21,6 +21,10 @@ func TestRequestAnswer_SumsAndEachOrder(t *testing.T) {
 			{OrderID: 4, State: StateCanceled, Amount: 100},
 			{OrderID: 5, State: StateFailed, Amount: 200},
 		}, "Nothing was refunded of €3.00 asked; no money moved: order #4 canceled, order #5 not refunded."},
+		{"one expired", []childEnd{
+			{OrderID: 6, State: StateCompleted, Amount: 100, Refunded: 100},
+			{OrderID: 7, State: StateCanceled, Amount: 200, Expired: true},
+		}, "Refunded €1.00 of €3.00: order #6 refunded €1.00, order #7 canceled (no approver decided in time)."},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if got := requestAnswer(tc.kids, "EUR"); got != tc.want {
