@@ -91,42 +91,11 @@ func TestDeadline_FortyApprovalsRaceIt(t *testing.T) {
 	var approved, expired int
 	for i, id := range ids {
 		t.Run(fmt.Sprint(i), func(t *testing.T) {
-			ans := answers[i]
-			if ans.err != nil {
-				t.Fatal(ans.err)
-			}
-			run, err := a.store.RunByID(context.Background(), id)
-			if err != nil {
-				t.Fatal(err)
-			}
-			granted := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.granted'`, id)
-			ended := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.expired'`, id)
-			ends := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type IN ('run.completed', 'run.failed', 'run.canceled')`, id)
-			refunds := a.count(t, `SELECT count(*) FROM provider_refunds WHERE key IN (SELECT id::text FROM operations WHERE run_id = $1)`, id)
-			if granted+ended != 1 || ends != 1 {
-				t.Fatalf("approval.granted %d, approval.expired %d, ends %d: want one decision and one end", granted, ended, ends)
-			}
-			switch ans.status {
-			case http.StatusOK:
+			switch a.raceOutcome(t, id, answers[i]) {
+			case store.StateCompleted:
 				approved++
-				var d decisionJSON
-				if err := json.Unmarshal([]byte(ans.body), &d); err != nil || d.Result != "approved" {
-					t.Errorf("answer %s (%v), want result approved", ans.body, err)
-				}
-				if run.State != store.StateCompleted || granted != 1 || refunds != 1 {
-					t.Errorf("answered approved, but the run ended %s with %d approvals and %d refunds at the provider", run.State, granted, refunds)
-				}
-			case http.StatusConflict:
+			case store.StateCanceled:
 				expired++
-				var e apiErr
-				if err := json.Unmarshal([]byte(ans.body), &e); err != nil || e.Error.Code != store.CodeConflict || e.Error.State != store.StateCanceled {
-					t.Errorf("answer %s (%v), want a conflict with the state canceled", ans.body, err)
-				}
-				if run.State != store.StateCanceled || ended != 1 || refunds != 0 {
-					t.Errorf("answered 409, but the run ended %s with %d expiries and %d refunds at the provider", run.State, ended, refunds)
-				}
-			default:
-				t.Errorf("answer %d %s, want 200 or 409", ans.status, ans.body)
 			}
 		})
 	}
@@ -140,6 +109,47 @@ func TestDeadline_FortyApprovalsRaceIt(t *testing.T) {
 	if err != nil || len(problems) > 0 {
 		t.Errorf("verify: %v %v", problems, err)
 	}
+}
+
+// raceOutcome checks that the run had one outcome, and that the answer its
+// approval got agrees with it; it returns the state the run ended in.
+func (a *app) raceOutcome(t *testing.T, id uuid.UUID, ans raceAnswer) string {
+	t.Helper()
+	if ans.err != nil {
+		t.Fatal(ans.err)
+	}
+	run, err := a.store.RunByID(context.Background(), id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	granted := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.granted'`, id)
+	ended := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type = 'approval.expired'`, id)
+	ends := a.count(t, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type IN ('run.completed', 'run.failed', 'run.canceled')`, id)
+	refunds := a.count(t, `SELECT count(*) FROM provider_refunds WHERE key IN (SELECT id::text FROM operations WHERE run_id = $1)`, id)
+	if granted+ended != 1 || ends != 1 {
+		t.Fatalf("approval.granted %d, approval.expired %d, ends %d: want one decision and one end", granted, ended, ends)
+	}
+	switch ans.status {
+	case http.StatusOK:
+		var d decisionJSON
+		if err := json.Unmarshal([]byte(ans.body), &d); err != nil || d.Result != "approved" {
+			t.Errorf("answer %s (%v), want result approved", ans.body, err)
+		}
+		if run.State != store.StateCompleted || granted != 1 || refunds != 1 {
+			t.Errorf("answered approved, but the run ended %s with %d approvals and %d refunds at the provider", run.State, granted, refunds)
+		}
+	case http.StatusConflict:
+		var e apiErr
+		if err := json.Unmarshal([]byte(ans.body), &e); err != nil || e.Error.Code != store.CodeConflict || e.Error.State != store.StateCanceled {
+			t.Errorf("answer %s (%v), want a conflict with the state canceled", ans.body, err)
+		}
+		if run.State != store.StateCanceled || ended != 1 || refunds != 0 {
+			t.Errorf("answered 409, but the run ended %s with %d expiries and %d refunds at the provider", run.State, ended, refunds)
+		}
+	default:
+		t.Errorf("answer %d %s, want 200 or 409", ans.status, ans.body)
+	}
+	return run.State
 }
 
 // approveAt posts an approval at the moment at, and reads its answer.
