@@ -219,8 +219,8 @@ func TestRunPage_SaysUntilWhenAnApproverMayDecide(t *testing.T) {
 	}
 	for who, want := range map[string]map[string]string{
 		"customer@example.com": {
-			"#run-state":      "Canceled",
-			"#outcome-text":   "Canceled by the system.",
+			"#run-state":    "Canceled",
+			"#outcome-text": "Canceled by the system.",
 			// The answer says why and what it means for the money; the
 			// lines beside it repeat neither.
 			"#final-answer":   store.ExpiredAnswer(48 * time.Hour),
