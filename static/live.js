@@ -133,36 +133,88 @@
     }, every);
   }
 
-  // A decision being typed survives the stream. A message may draw the
-  // decision forms again (the run changed) or take them away (someone else
-  // decided). Before the swap the open forms and their reasons are noted;
-  // after it, a form drawn again is reopened with its reason, and one that
-  // is gone leaves its reason beside the words that say who decided, to
-  // copy. A form the viewer sent is not noted: its reason went with it.
+  // A decision being made survives the stream. A message may draw the
+  // decision forms again (the run changed, or only something beside them)
+  // or take them away (someone else decided). Before the message is
+  // swapped, every confirmation the viewer opened or typed a reason into is
+  // noted. A region the message draws exactly as it stands is not swapped
+  // at all; one drawn differently arrives already open, with the reason in
+  // it, so htmx puts the cursor back where it was (it can only focus what
+  // is shown). A form that is gone leaves its reason beside the words that
+  // say who decided, to copy. A form the viewer sent is not noted: its
+  // reason went with it.
   var typed = [];
+
+  // keyOf names a confirmation across redraws: its own id (run and request
+  // pages), else its reason field's (a queue card's).
+  function keyOf(details) {
+    if (details.id) return '#' + details.id;
+    var input = details.querySelector('input[name="reason"]');
+    return input && input.id ? 'input#' + input.id : '';
+  }
+
+  function confirmIn(scope, key) {
+    var el;
+    try { el = scope.querySelector(key); } catch (err) { return null; }
+    return el ? (el.tagName === 'DETAILS' ? el : el.closest('details.confirm')) : null;
+  }
 
   function noteTyped() {
     typed = [];
-    document.querySelectorAll('details.confirm form').forEach(function (form) {
-      var input = form.querySelector('input[name="reason"]');
-      var details = form.closest('details');
-      if (!input || form.getAttribute('data-sent') || (!details.open && !input.value)) return;
-      var card = form.closest('.queue-item');
-      if (typed.some(function (t) { return t.id === input.id; })) return;
-      typed.push({ id: input.id, details: details.id, value: input.value, card: card ? card.id : '' });
+    document.querySelectorAll('details.confirm').forEach(function (details) {
+      var form = details.querySelector('form');
+      var input = details.querySelector('input[name="reason"]');
+      var key = keyOf(details);
+      if (!key || !form || form.getAttribute('data-sent') || (!details.open && !(input && input.value))) return;
+      if (typed.some(function (t) { return t.key === key; })) return;
+      var card = details.closest('.queue-item');
+      typed.push({ key: key, id: input ? input.id : '', open: details.open, value: input ? input.value : '', card: card ? card.id : '' });
     });
   }
 
+  // same: the region would be drawn as it stands (what the viewer opened
+  // or typed aside).
+  function same(target, fragment) {
+    var now = target.cloneNode(true);
+    now.querySelectorAll('details[open]').forEach(function (d) { d.removeAttribute('open'); });
+    now.querySelectorAll('[aria-disabled], .actions-offline').forEach(function (x) {
+      if (x.classList.contains('actions-offline')) x.remove(); else x.removeAttribute('aria-disabled');
+    });
+    now.querySelectorAll('button[disabled]').forEach(function (b) { b.removeAttribute('disabled'); });
+    var box = document.createElement('div');
+    box.appendChild(fragment.cloneNode(true));
+    return box.innerHTML === now.outerHTML;
+  }
+
+  document.addEventListener('htmx:oobBeforeSwap', function (e) {
+    var d = e.detail;
+    if (!typed.length || !d || !d.fragment || !(d.target instanceof Element)) return;
+    var here = typed.filter(function (t) { return confirmIn(d.target, t.key); });
+    if (!here.length) return;
+    if (d.target.matches('.actions, .queue-actions') && same(d.target, d.fragment)) {
+      d.shouldSwap = false; // nothing it shows changed: leave it be
+      return;
+    }
+    here.forEach(function (t) {
+      var details = confirmIn(d.fragment, t.key);
+      if (!details) return;
+      if (t.open) details.setAttribute('open', '');
+      var input = t.id ? details.querySelector('input[name="reason"]') : null;
+      if (input && !input.value) input.value = t.value;
+    });
+  });
+
   function keepTyped() {
     typed.forEach(function (t) {
-      var input = document.getElementById(t.id);
-      if (input) {
-        if (!input.value) input.value = t.value;
-        var d = input.closest('details');
-        if (d) d.open = true;
+      var details = confirmIn(document, t.key);
+      if (details) {
+        // Swapped some other way than a region of its own: the same again.
+        if (t.open) details.open = true;
+        var input = t.id ? details.querySelector('input[name="reason"]') : null;
+        if (input && !input.value) input.value = t.value;
         return;
       }
-      keptReason(t);
+      if (t.id) keptReason(t);
     });
     typed = [];
   }
@@ -214,7 +266,7 @@
   }
 
   document.addEventListener('submit', function (e) {
-    if (e.target instanceof Element) e.target.setAttribute('data-sent', '1');
+    if (e.target instanceof Element && !heldRoot(e.target)) e.target.setAttribute('data-sent', '1');
   }, true);
   document.addEventListener('htmx:sseBeforeMessage', function (e) { if (!e.defaultPrevented) noteTyped(); });
   document.addEventListener('htmx:sseMessage', keepTyped);
@@ -228,10 +280,85 @@
   document.addEventListener('DOMContentLoaded', announce);
   document.addEventListener('htmx:sseMessage', announce);
 
-  document.addEventListener('htmx:sseOpen', function (e) { if (rootOf(e)) indicate('live', 'Live'); });
-  document.addEventListener('htmx:sseError', function (e) { if (rootOf(e)) indicate('reconnecting', 'Reconnecting…'); });
+  // Decisions are offered only while the page is live (or still opening
+  // on the snapshot it was just rendered from). While its stream is cut,
+  // what the page shows may be out of date: a decision taken on it could
+  // contradict what already happened. So each confirmation's summary is
+  // marked aria-disabled (and will not open), its button is disabled, and
+  // the decisions say they wait; all comes back when the stream opens
+  // again, before the messages it missed are applied.
+  var heldWords = {
+    reconnecting: 'Reconnecting… Decisions can be sent again once the page is live.',
+    closed: 'This page is not live any more: reload it to decide.'
+  };
+
+  // hold holds the root's decisions for why (a key of heldWords), or lets
+  // them go ('').
+  function hold(root, why) {
+    if (why) root.setAttribute('data-held', why); else root.removeAttribute('data-held');
+    holdDecisions(root);
+  }
+
+  function holdDecisions(root) {
+    var why = root.getAttribute('data-held');
+    var held = !!why;
+    var boxes = [];
+    root.querySelectorAll('details.confirm').forEach(function (d) {
+      var s = d.querySelector('summary');
+      if (s) {
+        if (held) s.setAttribute('aria-disabled', 'true'); else s.removeAttribute('aria-disabled');
+      }
+      d.querySelectorAll('button[type="submit"], button:not([type])').forEach(function (b) {
+        b.disabled = held;
+        if (held) b.setAttribute('aria-disabled', 'true'); else b.removeAttribute('aria-disabled');
+      });
+      if (d.parentElement && boxes.indexOf(d.parentElement) < 0) boxes.push(d.parentElement);
+    });
+    root.querySelectorAll('.actions-offline').forEach(function (n) { n.remove(); });
+    if (!held) return;
+    boxes.forEach(function (box) {
+      var note = document.createElement('p');
+      note.className = 'actions-offline muted';
+      note.textContent = heldWords[why] || heldWords.reconnecting;
+      box.appendChild(note);
+    });
+  }
+
+  function heldRoot(el) {
+    var root = el instanceof Element ? el.closest('[data-applied]') : null;
+    return root && root.hasAttribute('data-held') ? root : null;
+  }
+
+  // A held confirmation does not open, and its form is not sent (Enter in
+  // the reason field included).
+  document.addEventListener('click', function (e) {
+    var s = e.target instanceof Element ? e.target.closest('details.confirm > summary') : null;
+    if (s && heldRoot(s) && !s.parentElement.open) e.preventDefault();
+  }, true);
+  document.addEventListener('submit', function (e) {
+    if (heldRoot(e.target)) { e.preventDefault(); e.stopPropagation(); }
+  }, true);
+  document.addEventListener('htmx:sseMessage', function (e) {
+    var root = rootOf(e);
+    if (root && root.hasAttribute('data-held')) holdDecisions(root);
+  });
+
+  document.addEventListener('htmx:sseOpen', function (e) {
+    var root = rootOf(e);
+    if (!root) return;
+    hold(root, '');
+    indicate('live', 'Live');
+  });
+  document.addEventListener('htmx:sseError', function (e) {
+    var root = rootOf(e);
+    if (!root) return;
+    hold(root, 'reconnecting');
+    indicate('reconnecting', 'Reconnecting…');
+  });
   document.addEventListener('htmx:sseClose', function (e) {
-    if (!rootOf(e)) return;
+    var root = rootOf(e);
+    if (!root) return;
+    hold(root, 'closed');
     var status = document.getElementById('run-status');
     var state = status ? status.getAttribute('data-state') : '';
     var finished = state === 'completed' || state === 'failed' || state === 'canceled';
