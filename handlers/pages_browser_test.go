@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -35,12 +36,17 @@ type shownPage struct {
 	submit string
 	// check, if set, is JavaScript that must be true once ready.
 	check string
+	// whole, if set, selects boxes that must show their content whole:
+	// nothing in them wider than they are (not even behind a scrollbar)
+	// and no text clipped.
+	whole string
 }
 
 // TestBrowser_EveryPageFits opens every page of every role in Chromium at
 // 360 and 1280 px wide and fails if one scrolls sideways (wide tables must
 // scroll inside their own box), lacks the skip link, or marks the wrong
-// navigation link as current. With SCREENSHOTS=1 it also writes a picture
+// navigation link as current; support's run page, a long one too, must show
+// its timeline whole, with no scrolling inside its box. With SCREENSHOTS=1 it also writes a picture
 // of each page to docs/screenshots/.
 func TestBrowser_EveryPageFits(t *testing.T) {
 	t.Parallel()
@@ -50,25 +56,27 @@ func TestBrowser_EveryPageFits(t *testing.T) {
 		name, email string // email "" is a visitor
 		pages       []shownPage
 	}{
-		{"visitor", "", []shownPage{{"login", "/login", `input[name="email"]`, "", "", ""}}},
+		{"visitor", "", []shownPage{{"login", "/login", `input[name="email"]`, "", "", "", ""}}},
 		{"customer", "customer@example.com", []shownPage{
-			{"customer-home", "/", "#runs", "/", "", ""},
-			{"customer-run", "/runs/" + runs.done.ID.String(), "#run-status", "", "", ""},
-			{"error", "/runs/" + uuid.NewString(), ".error-page", "", "", ""},
+			{"customer-home", "/", "#runs", "/", "", "", ""},
+			{"customer-run", "/runs/" + runs.done.ID.String(), "#run-status", "", "", "", ""},
+			{"error", "/runs/" + uuid.NewString(), ".error-page", "", "", "", ""},
 		}},
 		{"approver", "approver@example.com", []shownPage{
-			{"approver-home", "/", "#approval-queue", "/", "", ""},
-			{"approver-run", "/runs/" + runs.waiting.ID.String(), "#run-status", "", "", ""},
+			{"approver-home", "/", "#approval-queue", "/", "", "", ""},
+			{"approver-run", "/runs/" + runs.waiting.ID.String(), "#run-status", "", "", "", ""},
 		}},
 		{"support", "support@example.com", []shownPage{
-			{"support-search", "/support/runs", "#support-runs", "/support/runs", "", ""},
-			{"support-run", "/support/runs/" + runs.done.ID.String(), "#support-timeline", "/support/runs", "", ""},
-			{"audit", "/support/audit", "#audit", "/support/audit", "", ""},
+			{"support-search", "/support/runs", "#support-runs", "/support/runs", "", "", ""},
+			{"support-run", "/support/runs/" + runs.done.ID.String(), "#support-timeline", "/support/runs", "", "", supportWhole},
+			// A long timeline: narration stretches, a verification, reasons.
+			{"support-run-long", "/support/runs/" + runs.long.ID.String(), "#support-timeline", "/support/runs", "", "", supportWhole},
+			{"audit", "/support/audit", "#audit", "/support/audit", "", "", ""},
 		}},
 		{"admin", "admin@example.com", []shownPage{
-			{"admin-users", "/admin/users", "#users", "/admin/users", "", ""},
+			{"admin-users", "/admin/users", "#users", "/admin/users", "", "", ""},
 			// copy.js shows the copy button; the token stays plain text.
-			{"admin-token", "/admin/users", "#new-token", "", "form.new-token", `!document.querySelector('#copy-token').hidden`},
+			{"admin-token", "/admin/users", "#new-token", "", "form.new-token", `!document.querySelector('#copy-token').hidden`, ""},
 		}},
 	}
 	for _, role := range roles {
@@ -90,6 +98,41 @@ func TestBrowser_EveryPageFits(t *testing.T) {
 		})
 	}
 }
+
+// supportWhole is what of support's run page must show whole, at every
+// width: its timeline (issue 33: at 1280 px a long word in one row made it
+// wider than its box, and every row's words were cut at the box's edge)
+// and its ledger.
+const supportWhole = "#support-timeline .table-wrap, #ledger .ledger-op"
+
+// wholeJS lists what does not show whole in the boxes a selector picks:
+// a box wider inside than it is (so part of it is behind a scrollbar), an
+// element past the box's edges, and an element whose own content is
+// clipped. What is visually hidden on purpose (clip-path) is left out.
+const wholeJS = `(sel => {
+	const name = e => e.tagName.toLowerCase() + (e.id ? '#' + e.id : '') +
+		(typeof e.className === 'string' && e.className ? '.' + e.className.trim().split(/\s+/).join('.') : '');
+	const hidden = (e, box) => { for (; e && e !== box.parentElement; e = e.parentElement) {
+		if (getComputedStyle(e).clipPath !== 'none') return true; } return false; };
+	const out = [];
+	const boxes = [...document.querySelectorAll(sel)];
+	if (!boxes.length) return ['nothing matches ' + sel];
+	for (const box of boxes) {
+		const b = box.getBoundingClientRect();
+		if (box.scrollWidth > box.clientWidth + 1) out.push(name(box) + ' is ' + box.scrollWidth + ' px wide inside, ' + box.clientWidth + ' px shown');
+		for (const e of box.querySelectorAll('*')) {
+			if (hidden(e, box)) continue;
+			const r = e.getBoundingClientRect();
+			if (r.width === 0 && r.height === 0) continue;
+			if (r.right > b.right + 0.5 || r.left < b.left - 0.5) {
+				out.push(name(e) + ' [' + Math.round(r.left) + ', ' + Math.round(r.right) + '] outside its box [' + Math.round(b.left) + ', ' + Math.round(b.right) + ']: ' + e.textContent.trim().slice(0, 40));
+			} else if (e.scrollWidth > e.clientWidth + 1 && getComputedStyle(e).overflowX !== 'visible') {
+				out.push(name(e) + ' clips its text: ' + e.textContent.trim().slice(0, 40));
+			}
+		}
+	}
+	return out.slice(0, 8);
+})`
 
 // layoutReport is what the page says about its width.
 type layoutReport struct {
@@ -141,6 +184,15 @@ func checkPage(t *testing.T, ctx context.Context, base string, p shownPage, widt
 	if r.ScrollWidth > r.Width {
 		t.Errorf("%s (%s) at %d px scrolls sideways: %d px wide; past the edge: %v", p.name, p.path, width, r.ScrollWidth, r.Wide)
 	}
+	if p.whole != "" {
+		cut, err := chromedp.Run(ctx, chromedp.Evaluate[[]string](wholeJS+"("+strconv.Quote(p.whole)+")"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(cut) > 0 {
+			t.Errorf("%s (%s) at %d px does not show %s whole: %v", p.name, p.path, width, p.whole, cut)
+		}
+	}
 	if !r.SkipLink {
 		t.Errorf("%s has no skip link to #main", p.name)
 	}
@@ -162,6 +214,7 @@ func checkPage(t *testing.T, ctx context.Context, base string, p shownPage, widt
 // showcaseRuns are the runs the page tour shows.
 type showcaseRuns struct {
 	done, waiting *store.Run
+	long          *store.Run // a long timeline: stretches of narration, a verification, reasons
 }
 
 // showcase fills the database with what a person would see after a while:
@@ -220,6 +273,7 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	_, err = a.store.RequestApproval(ctx, waiting.ID, store.ActionProposed{Action: "refund", OrderID: waiting.OrderID, Amount: waiting.Amount, Currency: waiting.Currency})
 	must(err)
 	start("customer@example.com", "Water bottle", 1599, "It leaks.")
+	long := a.longRun(t)
 
 	admin := a.user(t, "admin@example.com")
 	actx := store.WithActor(ctx, store.Actor{UserID: admin.ID, IP: "127.0.0.1"})
@@ -227,7 +281,65 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	must(err)
 	must(a.store.SetGrant(actx, a.user(t, "customer2@example.com").ID, store.GrantRefundAccess, false))
 	must(a.store.SetGrant(actx, a.user(t, "customer2@example.com").ID, store.GrantRefundAccess, true))
-	return showcaseRuns{done: done, waiting: waiting}
+	return showcaseRuns{done: done, waiting: waiting, long: long}
+}
+
+// longRun is a refund whose log is long, as a real one's gets: the agent
+// narrates between its steps (a link in its words among them), an
+// approver decides with a reason, the provider does not answer at once and
+// the result is verified before it is confirmed.
+func (a *app) longRun(t *testing.T) *store.Run {
+	t.Helper()
+	ctx := context.Background()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	u, approver := a.user(t, "customer2@example.com"), a.user(t, "approver@example.com")
+	order := a.order(t, "customer2@example.com", "Coffee beans, 1 kg")
+	run, _, err := a.store.StartRun(ctx, store.StartRequest{OwnerID: u.ID, ClientRequestID: uuid.NewString(), OrderID: order.ID, Amount: 600,
+		Reason: "Two of the bags arrived split open and the beans spilled all over the box; the courier's photos are attached to the delivery note."})
+	must(err)
+	narrate := func(words ...string) {
+		t.Helper()
+		for _, w := range words {
+			_, err := a.store.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: w}))
+			must(err)
+		}
+	}
+	_, err = a.store.BeginAttempt(ctx, run.ID, "planning")
+	must(err)
+	// A model quotes what it reads: here a link, one long word.
+	narrate("Reading https://courier.example/deliveries/DN-2026-12-04-000734521/photos?size=original first. ",
+		"I'm looking at order #"+strconv.FormatInt(order.ID, 10)+": coffee beans, 1 kg, paid in full. ",
+		"The customer asks for part of it back because two bags arrived split open. ")
+	_, err = a.store.RequestApproval(ctx, run.ID, store.ActionProposed{Action: "refund", OrderID: run.OrderID, Amount: run.Amount, Currency: run.Currency})
+	must(err)
+	narrate("A partial refund is within policy for goods damaged in transit; an approver decides at this amount. ")
+	_, err = a.store.Approve(store.WithActor(ctx, store.Actor{UserID: approver.ID, IP: "127.0.0.1"}), run.ID, approver.ID,
+		"Photos checked against the courier's delivery note: two bags split, within policy for damaged goods.")
+	must(err)
+	_, err = a.store.BeginAttempt(ctx, run.ID, "submitting")
+	must(err)
+	narrate("Sending the refund to the payment provider now. ")
+	op, err := a.store.SubmitOperation(ctx, run.ID)
+	must(err)
+	call, err := a.store.BeginProviderCall(ctx, op.ID, store.CallSubmit)
+	must(err)
+	must(a.store.EndProviderCall(ctx, call, 0, 5*time.Second, "no answer within 5s"))
+	_, err = a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpReconciling, Reason: "the provider did not answer within 5s"})
+	must(err)
+	narrate("The provider did not answer in time, so I'm asking it whether the refund arrived before doing anything else. ")
+	call, err = a.store.BeginProviderCall(ctx, op.ID, store.CallLookup)
+	must(err)
+	must(a.store.EndProviderCall(ctx, call, 200, 80*time.Millisecond, "succeeded, reference re_9Lm3Vt0QbX8kPq2Zr"))
+	_, err = a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_9Lm3Vt0QbX8kPq2Zr"})
+	must(err)
+	_, err = a.store.FinishRun(ctx, run.ID, store.StateCompleted, "Refunded "+store.FormatMoney(run.Amount, run.Currency)+" to the original payment method. The payment provider's reference is re_9Lm3Vt0QbX8kPq2Zr.")
+	must(err)
+	return run
 }
 
 // TestBrowser_CustomerRunsLive: the customer's list of runs follows each
