@@ -60,11 +60,11 @@ func (a *app) lastSeqOf(t *testing.T, r *store.Run) int64 {
 	return run.LastSeq
 }
 
-// TestBrowser_RedrawKeepsConfirm: a viewer has opened "Cancel
+// TestBrowser_RedrawKeepsTheConfirmationOpen: a viewer has opened "Cancel
 // run…" (and, as staff, begun typing a reason) when the stream draws the
 // run's decisions again because an approver approved meanwhile. The
 // confirmation stays open, with what was typed, and typing goes on.
-func TestBrowser_RedrawKeepsConfirm(t *testing.T) {
+func TestBrowser_RedrawKeepsTheConfirmationOpen(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{Stream: stream.Config{Retry: 200 * time.Millisecond}}, withListener())
 	if _, err := a.store.CreateUser(context.Background(), "approver2@example.com", "Ada Approver", store.RoleApprover, devdb.DemoPassword); err != nil {

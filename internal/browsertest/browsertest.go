@@ -56,7 +56,15 @@ func NewWithTimeout(tb testing.TB, timeout time.Duration) context.Context {
 	// Created before the cleanups below are registered, so they are removed
 	// after the browser has exited.
 	profile := tb.TempDir()
-	tmp := tb.TempDir()
+	// Not tb.TempDir(): Chromium puts its singleton socket in TMPDIR, and a
+	// socket's path must stay under ~107 bytes. Under a long test name
+	// (tb.TempDir() takes up to 64 bytes of it) Chromium starts without
+	// DevTools and chromedp reports only "chrome failed to start".
+	tmp, err := os.MkdirTemp("", "cr")
+	if err != nil {
+		tb.Fatal(err)
+	}
+	tb.Cleanup(func() { os.RemoveAll(tmp) })
 
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
