@@ -152,6 +152,41 @@ func (e *Executor) Start(ctx context.Context) {
 		e.wg.Go(func() { e.loop(ctx, wake, poll.C) })
 	}
 	e.wg.Go(func() { e.watchDeadlines(ctx) })
+	e.wg.Go(func() { e.watchTimeline(ctx) })
+}
+
+// watchTimeline checks the database's timeline at start and every Poll
+// (store.CheckTimeline). The first check after a promotion marks every
+// unfinished run to ask the provider before anything else; no run is
+// claimed on a timeline no check has recorded yet (store.ClaimNext).
+func (e *Executor) watchTimeline(ctx context.Context) {
+	t := time.NewTicker(e.cfg.Poll)
+	defer t.Stop()
+	failing := false
+	for {
+		c, err := e.store.CheckTimeline(ctx)
+		switch {
+		case err != nil && ctx.Err() == nil:
+			// A database that does not answer, or a standby, is checked
+			// again at the next tick; said once, not every second.
+			if !failing {
+				e.logger.Warn("database timeline not checked; will retry", "err", err)
+			}
+			failing = true
+		case err == nil:
+			failing = false
+			if c.New {
+				e.logger.Warn("the database writes on a new timeline (a standby was promoted, or a backup restored): "+
+					"every unfinished run asks the payment provider before anything else", "timeline", c.Timeline, "runs", c.Marked)
+				e.handOn()
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
 }
 
 // watchDeadlines wakes a loop when the earliest deadline of a decision
@@ -347,6 +382,14 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 			err = fmt.Errorf("agent: step %s panicked: %v", run.State, p)
 		}
 	}()
+	// Before anything else, even a cancel: the provider may hold a refund
+	// of this request that the database forgot. A new run asks too: its
+	// start may be a client's retry of a request a failover made us forget.
+	if run.ProviderCheck || run.State == store.StateCreated {
+		if ended, retryIn, err := e.checkProvider(ctx, log, run); ended || retryIn > 0 || err != nil {
+			return retryIn, retryIn > 0, err
+		}
+	}
 	if run.CancelRequested() {
 		ops, err := e.store.OperationsByRun(ctx, run.ID)
 		if err != nil {
@@ -406,6 +449,9 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	proposal := store.ActionProposed{Action: "refund", OrderID: order.ID, Amount: run.Amount, Currency: run.Currency}
 	if needsOK {
 		_, err := e.store.RequestApprovalWithin(ctx, run.ID, proposal, e.cfg.ApprovalDeadline)
+		if errors.Is(err, store.ErrProviderCheck) {
+			return nil // marked meanwhile: the next step asks the provider
+		}
 		if err == nil && e.cfg.ApprovalDeadline > 0 {
 			select {
 			case e.asked <- struct{}{}:
@@ -499,6 +545,107 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		log.Warn("reconcile: provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
 		return wait, true, nil
 	}
+}
+
+// checkProvider asks the payment provider what it holds under the run's
+// key (store.RefundKey) before the run's next step, as a new run and every
+// unfinished run after a failover must (store.Run.ProviderCheck): a
+// failover to a standby that lacked the primary's last seconds may have
+// made the database forget that the refund was made, and the customer's
+// retried start, or an approver deciding again, must not make it twice.
+// A refund the provider holds ends the run as the provider says, with
+// words that tell what happened (recordFound): ended. When the provider
+// holds nothing under the key, the step goes on. A run whose ledger has an
+// operation needs no lookup here: that operation is reconciled under its
+// own key before anything is sent again. For a run marked after a
+// failover, a lookup without an answer is tried again in retryIn, and the
+// run waits: nobody is asked to decide it meanwhile. A new run goes on.
+func (e *Executor) checkProvider(ctx context.Context, log *slog.Logger, run *store.Run) (ended bool, retryIn time.Duration, err error) {
+	checked := func() (bool, time.Duration, error) {
+		if !run.ProviderCheck {
+			return false, 0, nil
+		}
+		return false, 0, e.store.ProviderChecked(ctx, run.ID)
+	}
+	ops, err := e.store.OperationsByRun(ctx, run.ID)
+	if err != nil {
+		return false, 0, err
+	}
+	if len(ops) > 0 {
+		return checked()
+	}
+	key, err := e.store.RefundKey(ctx, run)
+	if err != nil {
+		return false, 0, err
+	}
+	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
+	cctx, answer := payments.WithAnswer(cctx)
+	start := time.Now()
+	rc, err := e.provider.Lookup(cctx, key.String())
+	took := time.Since(start)
+	cancel()
+	switch {
+	case errors.Is(err, payments.ErrNotFound):
+		metrics.ProviderChecks.WithLabelValues("not_found").Inc()
+		return checked()
+	case err == nil:
+		metrics.ProviderChecks.WithLabelValues("found").Inc()
+		log.Warn("the payment provider holds a refund under this run's key that the database has no record of (lost in a failover?); recording what it holds",
+			"key", key, "ref", rc.Ref, "status", rc.Status)
+		return true, 0, e.recordFound(ctx, run, key, rc, store.FoundCall{HTTPStatus: answer.Status, Took: took, Result: callResult(rc, nil)})
+	case ctx.Err() != nil:
+		return false, 0, ctx.Err()
+	}
+	metrics.ProviderChecks.WithLabelValues("error").Inc()
+	if !run.ProviderCheck {
+		// A new run goes on without the answer, as it did before there was
+		// a check: its refund's key keeps the provider from making it a
+		// second time whatever we forgot, and a provider outage is ridden
+		// out (or not) by the refund's own calls and their budget.
+		log.Warn("provider check: lookup failed; the new run goes on (its key keeps the refund from being made twice)", "key", key, "err", err)
+		return false, 0, nil
+	}
+	// No attempt count to back off by (there is no ledger row yet): wait
+	// the longest retry, which an outage's end is within.
+	wait := e.backoff(maxBackoffSteps)
+	log.Warn("provider check: lookup failed; will retry", "key", key, "retry_in", wait, "err", err)
+	return false, wait, nil
+}
+
+// maxBackoffSteps is a backoff step past which the wait is RetryMax's.
+const maxBackoffSteps = 64
+
+// recordFound records what the provider holds under the run's key, which
+// our ledger lacks, and ends the run as the provider says. A refund made
+// under the key for other details (the request's key reused after we
+// forgot it) is not this run's: it is never adopted, the run ends without
+// a refund, and `refundd verify` lists the provider's refund as one no
+// operation of ours explains.
+func (e *Executor) recordFound(ctx context.Context, run *store.Run, key uuid.UUID, rc payments.Receipt, call store.FoundCall) error {
+	const lost = "before the database lost its record of it (a database failover); it was found there by this request's key"
+	if rc.Amount != run.Amount || rc.Currency != run.Currency || rc.OrderRef != fmt.Sprint(run.OrderID) {
+		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
+			"The payment provider already holds a refund of %s for order %s under this request's key (reference %s), made %s. "+
+				"It does not match this request, so nothing more was refunded; support can look into it.",
+			store.FormatMoney(rc.Amount, rc.Currency), rc.OrderRef, rc.Ref, lost))
+	}
+	amount := store.FormatMoney(run.Amount, run.Currency)
+	f := store.Found{Outcome: store.Outcome{State: store.OpSucceeded, ProviderRef: rc.Ref}, Call: call, End: store.StateCompleted,
+		Message: fmt.Sprintf("Refunded %s to the original payment method. The payment provider's reference is %s. "+
+			"The payment provider had made this refund %s, and it was not made again.", amount, rc.Ref, lost)}
+	switch {
+	case rc.Status != payments.StatusSucceeded:
+		reason := cmp.Or(rc.FailureReason, "declined by the payment provider")
+		f.Outcome = store.Outcome{State: store.OpFailed, Reason: reason}
+		f.End, f.Message = store.StateFailed, fmt.Sprintf("The payment provider had declined this refund of %s (%s) %s. No money moved.", amount, reason, lost)
+		if run.CancelRequested() {
+			f.End, f.Message = store.StateCanceled, "Canceled. "+f.Message
+		}
+	case run.CancelRequested():
+		f.Message = "The cancel arrived too late: the refund had already reached the payment provider. " + f.Message
+	}
+	_, err := e.store.RecordFound(ctx, run.ID, key, f)
+	return ignoreDone(err)
 }
 
 // nothingInFlight says whether no call about op can be in flight or have

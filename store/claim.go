@@ -26,7 +26,8 @@ var ErrLeaseLost = errors.New("store: lease lost")
 // came later; then the runs of owners with the fewest runs leased now, so
 // one owner's flood cannot hold every slot; then the longest due. SKIP
 // LOCKED lets any number of workers claim side by side without waiting for
-// each other. It returns ErrNotFound when there is nothing to do.
+// each other. Nothing is claimed on a database timeline CheckTimeline has
+// not recorded. It returns ErrNotFound when there is nothing to do.
 func (s *Store) ClaimNext(ctx context.Context, worker string, lease time.Duration) (run *Run, more bool, err error) {
 	var r struct {
 		Run
@@ -46,6 +47,9 @@ WITH busy AS (
     WHERE r.state NOT IN ('completed', 'failed', 'canceled') AND r.kind = 'refund'
       AND r.next_attempt_at <= now()
       AND (r.lease_expires_at IS NULL OR r.lease_expires_at < now())
+      -- Not on a timeline CheckTimeline has not recorded: after a
+      -- promotion, the runs are marked for a provider check first.
+      AND EXISTS (SELECT 1 FROM db_timelines WHERE timeline_id = `+currentTimelineSQL+`)
     ORDER BY prio, leased, r.next_attempt_at
     LIMIT 2
     FOR UPDATE OF r SKIP LOCKED

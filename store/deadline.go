@@ -40,7 +40,9 @@ func (s *Store) ExpireApproval(ctx context.Context, runID uuid.UUID) (expired bo
 // transaction's start: a decision whose transaction began before the
 // deadline is in time, however long it then waited for the lock.
 func (s *Store) expireLocked(ctx context.Context, tx *txn, r *Run) (bool, error) {
-	if r.State != StateAwaitingApproval || r.CancelRequested() {
+	// A run marked for a provider check (a failover) may have been refunded
+	// already: it expires only once the provider has said it was not.
+	if r.State != StateAwaitingApproval || r.CancelRequested() || r.ProviderCheck {
 		return false, nil
 	}
 	var a struct {

@@ -39,8 +39,9 @@ const approvalColumns = `id, run_id, requested_at, decision, decided_by, decided
 
 // RequestApproval records the agent's proposal and asks for a decision: the
 // run moves to awaiting_approval with action.proposed and
-// approval.requested. A second request for the same run is ErrAlreadyDone.
-// The request has no deadline (RequestApprovalWithin sets one).
+// approval.requested. A second request for the same run is ErrAlreadyDone;
+// one for a run that must ask the provider first is ErrProviderCheck. The
+// request has no deadline (RequestApprovalWithin sets one).
 func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal ActionProposed) (*Run, error) {
 	return s.RequestApprovalWithin(ctx, runID, proposal, 0)
 }
@@ -49,7 +50,15 @@ func (s *Store) RequestApproval(ctx context.Context, runID uuid.UUID, proposal A
 // decide for within from now, after which the run ends canceled by the
 // system (ExpireApproval). Zero: no deadline.
 func (s *Store) RequestApprovalWithin(ctx context.Context, runID uuid.UUID, proposal ActionProposed, within time.Duration) (*Run, error) {
+	// Nobody is asked to decide a refund the provider may have made: on a
+	// timeline no check has seen, the run is marked first (and refused).
+	if _, err := s.CheckTimeline(ctx); err != nil {
+		return nil, err
+	}
 	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
+		if r.ProviderCheck {
+			return "", nil, ErrProviderCheck
+		}
 		var deadline sql.NullTime
 		err := tx.GetContext(ctx, &deadline, `INSERT INTO approvals (run_id, deadline) VALUES ($1, now() + $2::interval)
             ON CONFLICT (run_id) DO NOTHING RETURNING deadline`, r.ID, interval(within))
@@ -67,6 +76,10 @@ func (s *Store) RequestApprovalWithin(ctx context.Context, runID uuid.UUID, prop
 	})
 	return run, err
 }
+
+// ErrProviderCheck: the run must ask the payment provider what it holds
+// under its key before anyone decides it (Run.ProviderCheck).
+var ErrProviderCheck = errors.New("store: the run asks the payment provider before anyone decides it")
 
 // DecisionOutcome is what an approve or a cancel did. It is decided under
 // the run's row lock, in the transaction that records the decision, so it
@@ -175,6 +188,11 @@ func (s *Store) Approve(ctx context.Context, runID uuid.UUID, approverID int64, 
 	if err := checkDecisionReason(reason); err != nil {
 		return Decision{}, err
 	}
+	// A database that changed over since the last check marks the runs
+	// whose refunds it may have forgotten, this one included, first.
+	if _, err := s.CheckTimeline(ctx); err != nil {
+		return Decision{}, err
+	}
 	var d Decision
 	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		// Past its deadline the request is the system's to end, whoever
@@ -249,6 +267,9 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 		return Decision{Outcome: DecisionRunFinished}
 	case r.CancelRequested():
 		return Decision{Outcome: DecisionNotAllowed, Why: &Error{Code: CodeConflict, Message: "the run is being canceled", State: r.State}}
+	case r.ProviderCheck:
+		return Decision{Outcome: DecisionNotAllowed, Why: &Error{Code: CodeConflict, State: r.State,
+			Message: "the payment provider is being asked whether this refund was made already (the database changed over and may have lost its record of it): decide once it has answered"}}
 	}
 	return Decision{Outcome: DecisionAccepted}
 }

@@ -164,12 +164,18 @@ type OperationSubmitted struct{ OperationFacts }
 type OperationSucceeded struct {
 	OperationFacts
 	ProviderRef string `json:"provider_ref"`
+	// Recovered: the refund was found at the provider under the run's key
+	// after the database had lost its record of it (a failover), not made
+	// now (Store.RecordFound).
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // OperationFailed is operation.failed's payload, with the provider's reason.
 type OperationFailed struct {
 	OperationFacts
 	Reason string `json:"reason"`
+	// Recovered is OperationSucceeded's: a decline found at the provider.
+	Recovered bool `json:"recovered,omitempty"`
 }
 
 // OperationReconciling is operation.reconciling's payload, with why the
@@ -290,6 +296,9 @@ type OperationNews struct {
 	State       string // the ledger state the event records
 	ProviderRef string
 	Reason      string
+	// Recovered: the outcome was found at the provider after the database
+	// lost its record of the refund (a failover).
+	Recovered bool
 }
 
 // OperationNewsOf reads an operation event; false for another event, or
@@ -307,11 +316,11 @@ func OperationNewsOf(ev Event) (OperationNews, bool) {
 	case EventOperationSucceeded:
 		var p OperationSucceeded
 		p, err = PayloadOf[OperationSucceeded](ev)
-		n = OperationNews{OperationFacts: p.OperationFacts, State: OpSucceeded, ProviderRef: p.ProviderRef}
+		n = OperationNews{OperationFacts: p.OperationFacts, State: OpSucceeded, ProviderRef: p.ProviderRef, Recovered: p.Recovered}
 	case EventOperationFailed:
 		var p OperationFailed
 		p, err = PayloadOf[OperationFailed](ev)
-		n = OperationNews{OperationFacts: p.OperationFacts, State: OpFailed, Reason: p.Reason}
+		n = OperationNews{OperationFacts: p.OperationFacts, State: OpFailed, Reason: p.Reason, Recovered: p.Recovered}
 	case EventOperationReconciling:
 		var p OperationReconciling
 		p, err = PayloadOf[OperationReconciling](ev)

@@ -25,6 +25,11 @@ func (s *Store) ApproveFamily(ctx context.Context, parentID uuid.UUID, approverI
 	if err := checkDecisionReason(reason); err != nil {
 		return FamilyDecision{}, err
 	}
+	// As Approve: runs the database may have forgotten a refund of are
+	// marked before anyone decides them.
+	if _, err := s.CheckTimeline(ctx); err != nil {
+		return FamilyDecision{}, err
+	}
 	var fd FamilyDecision
 	err := s.inTx(ctx, func(tx *txn) error {
 		fd = FamilyDecision{}

@@ -93,7 +93,7 @@ func (s *Store) FinishCanceled(ctx context.Context, runID uuid.UUID, reason, mes
                 last_call_refused = false, updated_at = now() WHERE id = $1`, op.ID, reason); err != nil {
 				return "", nil, fmt.Errorf("store: close operation: %w", err)
 			}
-			evs = append(evs, EventOf(OperationFailed{op.facts(), reason}))
+			evs = append(evs, EventOf(OperationFailed{OperationFacts: op.facts(), Reason: reason}))
 		}
 		return finishLocked(ctx, tx, r, StateCanceled, message, RunCanceled{State: StateCanceled}, evs...)
 	})

@@ -44,9 +44,14 @@ const Queue = "queue"
 func RunTopic(runID string) string   { return "run:" + runID }
 func UserTopic(userID string) string { return "user:" + userID }
 
+// listenerRetryMax caps the wait between the listener's attempts to
+// reconnect (it doubles from 100 ms): after a failover, streams are woken
+// within this much of the new primary answering, not lib/pq's ten seconds.
+const listenerRetryMax = 2 * time.Second
+
 // Start connects and listens on the events, grants, work and queue channels.
 func (l *Listener) Start(ctx context.Context) error {
-	pl := pq.NewListener(l.url, 100*time.Millisecond, 10*time.Second, func(ev pq.ListenerEventType, err error) {
+	pl := pq.NewListener(l.url, 100*time.Millisecond, listenerRetryMax, func(ev pq.ListenerEventType, err error) {
 		if err != nil {
 			l.logger.Warn("listener connection", "event", ev, "err", err)
 		}

@@ -20,7 +20,9 @@ const (
 )
 
 // Operation is one external effect in the ledger. Its ID is the payment
-// provider's idempotency key: every call about it carries that ID.
+// provider's idempotency key: every call about it carries that ID. A
+// refund's is derived from what the customer asked (RefundKey); ledgers
+// from before then hold random ones.
 type Operation struct {
 	ID          uuid.UUID      `db:"id" json:"id"`
 	RunID       uuid.UUID      `db:"run_id" json:"-"`
@@ -96,10 +98,12 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 			return "", nil, Errorf(CodeConflict, "refunding %s would take this order's refunds past the %s paid",
 				FormatMoney(r.Amount, r.Currency), FormatMoney(paid, r.Currency))
 		}
-		id, err := uuid.NewV7()
+		// The key a failover cannot make us forget (RefundKey).
+		ns, err := s.installation(ctx, tx)
 		if err != nil {
-			return "", nil, fmt.Errorf("store: operation id: %w", err)
+			return "", nil, err
 		}
+		id := refundKey(ns, r)
 		if err := tx.GetContext(ctx, &op, `INSERT INTO operations (id, run_id, order_id, kind, amount, currency, state, unsent)
             VALUES ($1, $2, $3, 'refund', $4, $5, 'submitted', true) RETURNING `+operationColumns,
 			id, r.ID, r.OrderID, r.Amount, r.Currency); err != nil {
@@ -159,9 +163,9 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 				return "", nil, errors.New("store: record outcome: a success needs the provider's reference")
 			}
 			ref = sql.NullString{String: out.ProviderRef, Valid: true}
-			news = OperationSucceeded{op.facts(), out.ProviderRef}
+			news = OperationSucceeded{OperationFacts: op.facts(), ProviderRef: out.ProviderRef}
 		case OpFailed:
-			news = OperationFailed{op.facts(), out.Reason}
+			news = OperationFailed{OperationFacts: op.facts(), Reason: out.Reason}
 		case OpReconciling:
 			news = OperationReconciling{op.facts(), out.Reason}
 			newState = StateReconciling

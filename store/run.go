@@ -72,6 +72,11 @@ type Run struct {
 	// the same owner that ended without a refund (again.go). The old run
 	// never changes when it is asked again; the link lives here alone.
 	RetryOf uuid.NullUUID `db:"retry_of" json:"retry_of"`
+	// ProviderCheck: before its next step the run asks the payment provider
+	// what it holds under the run's key (RefundKey), because the database
+	// changed timeline (CheckTimeline) and may have forgotten a refund it
+	// made. Not in the approval queue meanwhile, and nobody may decide it.
+	ProviderCheck bool `db:"provider_check" json:"-"`
 }
 
 // Run kinds.
@@ -87,7 +92,7 @@ func (r *Run) IsParent() bool { return r.Kind == KindRequest }
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
 const runColumns = `id, kind, parent_run_id, correlation_id, position, owner_id, order_ref, amount, currency, reason, client_request_id, state,
-    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at, retry_of`
+    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at, retry_of, provider_check`
 
 // Limits on what a start request may carry.
 const (

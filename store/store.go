@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq" // also the PostgreSQL driver
 	"github.com/pressly/goose/v3"
@@ -42,6 +43,7 @@ type Store struct {
 	opens     *batcher[*openRequest]   // stream_open.go
 	openReads atomic.Int64             // statements the stream-open readers ran, for tests
 	local     atomic.Pointer[Listener] // WakeLocal
+	install   atomic.Pointer[uuid.UUID] // installation.id, read once (RefundKey)
 }
 
 // Option adjusts how Open sets up the pool.
@@ -226,8 +228,16 @@ func Migrate(ctx context.Context, db *sql.DB) error {
 // Migrate applies pending migrations to this store's database.
 func (s *Store) Migrate(ctx context.Context) error { return Migrate(ctx, s.db.DB) }
 
-// Ready reports whether the database answers and every migration is applied.
+// Ready reports whether the database answers, takes writes (a standby, or
+// a primary being switched over, does not) and has every migration applied.
 func (s *Store) Ready(ctx context.Context) error {
+	var standby bool
+	if err := s.db.GetContext(ctx, &standby, `SELECT pg_is_in_recovery()`); err != nil {
+		return fmt.Errorf("store: ready: %w", err)
+	}
+	if standby {
+		return ErrStandby
+	}
 	p, err := newMigrator(s.db.DB)
 	if err != nil {
 		return err
@@ -241,6 +251,11 @@ func (s *Store) Ready(ctx context.Context) error {
 	}
 	return nil
 }
+
+// ErrStandby: the database is a standby (in recovery), which takes no
+// writes: the connection string leads to the wrong server, or a failover is
+// under way.
+var ErrStandby = errors.New("store: ready: the database is a standby and takes no writes")
 
 // hot are the statements prepared once per pool (see prepared).
 var hot = []string{appendSQL, lockRunSQL}

@@ -579,8 +579,16 @@ func EventText(ev store.Event) string {
 	case store.EventOperationSubmitted:
 		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(op.Amount, op.Currency))
 	case store.EventOperationSucceeded:
+		if op.Recovered {
+			return fmt.Sprintf("The payment provider had already made the refund of %s (reference %s): found there by the request's key after the database lost its record of it, and not made again",
+				store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
+		}
 		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
 	case store.EventOperationFailed:
+		if op.Recovered {
+			return fmt.Sprintf("The payment provider had already declined the refund of %s (%s): found there by the request's key after the database lost its record of it",
+				store.FormatMoney(op.Amount, op.Currency), op.Reason)
+		}
 		if op.Reason != "" {
 			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(op.Amount, op.Currency), op.Reason)
 		}

@@ -72,6 +72,9 @@ var (
 		"Claims of a run whose previous lease had expired (a crashed or stalled worker).")
 	Reconciliations = counterVec("refundd_reconciliations_total",
 		"Reconciliation lookups at the payment provider, by outcome (succeeded, failed, not_found, error).", "outcome")
+	ProviderChecks = counterVec("refundd_provider_checks_total",
+		"Lookups at the payment provider of a run's key before its next step (a new run, or every unfinished run after the database changed timeline), "+
+			"by outcome (found, not_found, error).", "outcome")
 	NoticesLost = counter("refundd_notices_lost_total",
 		"Wake-up notifications not sent because their transaction failed (delivery waits for the next wake-up or poll).")
 	Appends = counterVec("refundd_appends_total",
