@@ -136,8 +136,8 @@ type FoundCall struct {
 // Found is a refund the payment provider holds under a run's key that our
 // ledger has no operation for: made before the database forgot it.
 type Found struct {
-	Outcome        // succeeded (with ProviderRef) or failed (with Reason)
-	Call FoundCall // the lookup that found it
+	Outcome           // succeeded (with ProviderRef) or failed (with Reason)
+	Call    FoundCall // the lookup that found it
 	// End is the state the run ends in, and Message its final message.
 	End     string
 	Message string

@@ -40,9 +40,9 @@ type Store struct {
 
 	narration *batcher[narrationPiece]
 	notifier  *batcher[notice]
-	opens     *batcher[*openRequest]   // stream_open.go
-	openReads atomic.Int64             // statements the stream-open readers ran, for tests
-	local     atomic.Pointer[Listener] // WakeLocal
+	opens     *batcher[*openRequest]    // stream_open.go
+	openReads atomic.Int64              // statements the stream-open readers ran, for tests
+	local     atomic.Pointer[Listener]  // WakeLocal
 	install   atomic.Pointer[uuid.UUID] // installation.id, read once (RefundKey)
 }
 
