@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"math/rand/v2"
 	"net/http"
 	"os"
@@ -315,6 +316,14 @@ type watcher struct {
 	// skippedSeqs reads the seqs the run's log skipped after PostgreSQL
 	// restarts (nil: none): a jump over them misses no event.
 	skippedSeqs func() []store.SeqRange
+	// tailMayBeLost: the database may fail over to a standby that lacked
+	// its last seconds, business events included (asynchronous
+	// replication), so a reset may go back past an applied business event.
+	// No seq may name a different event all the same.
+	tailMayBeLost bool
+	// resumed: the watcher starts from what a client already holds
+	// (resumeFrom), and its first connection sends that cursor.
+	resumed bool
 
 	cur    atomic.Int64 // the last seq applied
 	closed atomic.Bool  // the stream said close: the run has finished
@@ -332,10 +341,20 @@ func newWatcher(api *soakAPI, token string, runID uuid.UUID, viol *tally, onWait
 	return &watcher{api: api, token: token, runID: runID, viol: viol, onWaiting: onWaiting, ids: map[int64]uuid.UUID{}}
 }
 
+// resumeFrom makes the watcher a client that has applied the events seen
+// (seq to event ID) up to cursor, as a page open since then holds them.
+// Call it before run.
+func (w *watcher) resumeFrom(seen map[int64]uuid.UUID, cursor int64) {
+	w.resumed = true
+	maps.Copy(w.ids, seen)
+	w.cur.Store(cursor)
+	w.lastBusiness = cursor
+}
+
 // run follows the stream until the run has finished or ctx ends.
 func (w *watcher) run(ctx context.Context) {
 	pause := 20 * time.Millisecond
-	for first := true; ctx.Err() == nil && !w.closed.Load(); first = false {
+	for first := !w.resumed; ctx.Err() == nil && !w.closed.Load(); first = false {
 		ok, err := w.connect(ctx, first)
 		if err != nil {
 			if ctx.Err() == nil {
@@ -476,9 +495,13 @@ func (w *watcher) reset(ev testkit.SSEEvent, last *int64) bool {
 		// (the next append skips past every seq handed out, so none is
 		// reused: stream_seq_reused watches that). A business event is
 		// durable: losing one applied is a violation.
-		if s.CoveringSeq < w.lastBusiness {
+		switch {
+		case s.CoveringSeq < w.lastBusiness && w.tailMayBeLost:
+			w.api.stats.inc("stream_business_lost_in_failover")
+			w.lastBusiness = s.CoveringSeq
+		case s.CoveringSeq < w.lastBusiness:
 			w.viol.note("stream_reset_backwards", "run %s: reset to %d after business event %d was applied", w.runID, s.CoveringSeq, w.lastBusiness)
-		} else {
+		default:
 			w.api.stats.inc("stream_narration_lost_in_crash")
 		}
 	}
@@ -514,6 +537,11 @@ func (w *watcher) apply(msg testkit.SSEEvent, last *int64) bool {
 	}
 	if from > cur+1 && !w.skipped(cur, from) {
 		w.viol.note("stream_gap", "run %s: applied up to %d, next applied %d..%d", w.runID, cur, from, ev.Seq)
+	}
+	if id, ok := w.ids[ev.Seq]; ok && id != ev.EventID {
+		// Applied before a reset went back (a crash or a failover lost the
+		// tail): the seq must not have been given to another event since.
+		w.viol.note("stream_seq_reused", "run %s: seq %d was event %s, now %s (%s)", w.runID, ev.Seq, id, ev.EventID, ev.Type)
 	}
 	w.prog.Apply(ev)
 	w.ids[ev.Seq] = ev.EventID

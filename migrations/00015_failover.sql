@@ -32,6 +32,10 @@ SELECT ('x' || substr(pg_walfile_name(pg_current_wal_lsn()), 1, 8))::bit(32)::in
 -- forgot.)
 ALTER TABLE runs ADD COLUMN provider_check BOOLEAN NOT NULL DEFAULT false;
 
+-- recovered: the operation was found at the provider under its key after
+-- the database had lost its record of it (store.RecordFound), not made now.
+ALTER TABLE operations ADD COLUMN recovered BOOLEAN NOT NULL DEFAULT false;
+
 -- A run being checked is not in the approval queue: nobody is asked to
 -- decide a refund the provider may already have made.
 -- +goose StatementBegin
@@ -84,6 +88,7 @@ END $$;
 -- +goose StatementEnd
 CREATE TRIGGER runs_queue AFTER INSERT OR UPDATE OF state, cancel_requested_at ON runs
     FOR EACH ROW EXECUTE FUNCTION queue_track();
+ALTER TABLE operations DROP COLUMN recovered;
 ALTER TABLE runs DROP COLUMN provider_check;
 DROP TABLE db_timelines;
 DROP TABLE installation;

@@ -181,8 +181,8 @@ func (s *Store) RecordFound(ctx context.Context, runID, key uuid.UUID, f Found) 
 		}
 		// Not unsent (the column's default): the provider holds it.
 		ref := sql.NullString{String: f.ProviderRef, Valid: f.ProviderRef != ""}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO operations (id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts, last_error)
-            VALUES ($1, $2, $3, 'refund', $4, $5, $6, $7, 1, $8)`, key, r.ID, r.OrderID, r.Amount, r.Currency, f.State, ref, f.Reason); err != nil {
+		if _, err := tx.ExecContext(ctx, `INSERT INTO operations (id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts, last_error, recovered)
+            VALUES ($1, $2, $3, 'refund', $4, $5, $6, $7, 1, $8, true)`, key, r.ID, r.OrderID, r.Amount, r.Currency, f.State, ref, f.Reason); err != nil {
 			return "", nil, fmt.Errorf("store: record found operation: %w", err)
 		}
 		if _, err := tx.ExecContext(ctx, `INSERT INTO provider_calls (operation_id, kind, answered, http_status, duration_us, result)

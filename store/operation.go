@@ -48,6 +48,10 @@ type Operation struct {
 	// changes, unless the provider itself shows a refund (RecordOutcome),
 	// so it keeps saying what that cancel was answered (CancelTooLate).
 	Unsent bool `db:"unsent" json:"-"`
+	// Recovered: the provider's outcome was found under the operation's
+	// key after the database had lost its record of the refund (a
+	// failover), not made now (RecordFound).
+	Recovered bool `db:"recovered" json:"-"`
 }
 
 // facts are what every event about the operation says of it.
@@ -56,7 +60,7 @@ func (op *Operation) facts() OperationFacts {
 }
 
 const operationColumns = `id, run_id, order_id, kind, amount, currency, state, provider_ref, attempts,
-    last_error, created_at, updated_at, last_call_refused, unsent`
+    last_error, created_at, updated_at, last_call_refused, unsent, recovered`
 
 // SubmitOperation records the intent to refund the run's amount before the
 // provider is called: a submitted ledger row and operation.submitted, with

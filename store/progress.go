@@ -221,10 +221,11 @@ func (p *Progress) applyOperation(runID uuid.UUID, n OperationNews) {
 		if n.Reason != "" {
 			op.LastError = n.Reason
 		}
+		op.Recovered = op.Recovered || n.Recovered
 		return
 	}
 	p.Operations = append(p.Operations, Operation{ID: id, RunID: runID, Kind: "refund", Amount: n.Amount,
-		Currency: n.Currency, State: state, ProviderRef: ref, LastError: n.Reason})
+		Currency: n.Currency, State: state, ProviderRef: ref, LastError: n.Reason, Recovered: n.Recovered})
 }
 
 // markTypes are the events ProgressOf reads besides the snapshot's rows:

@@ -370,6 +370,7 @@ func cancelGone(p *store.Progress, viewer Viewer) string {
 func outcome(p *store.Progress, viewer Viewer, w *Said) {
 	amount := store.FormatMoney(p.Run.Amount, p.Run.Currency)
 	var ref, providerSaid string
+	recovered := false
 	for _, op := range p.Operations {
 		switch op.State {
 		case store.OpSucceeded:
@@ -377,6 +378,7 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 		case store.OpFailed:
 			providerSaid = op.LastError
 		}
+		recovered = recovered || op.Recovered
 	}
 	w.Answer = strings.TrimSpace(p.FinalMessage)
 	canceler := who(p, viewer, p.CanceledBy, "someone")
@@ -386,6 +388,10 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 		w.Detail = "It goes back to " + possessive(p, viewer) + " original payment method."
 		if w.Answer == "" {
 			w.Detail = "The payment provider confirmed it" + reference(ref) + ". " + w.Detail
+			if recovered {
+				w.Detail = "The payment provider had already made it" + reference(ref) + " before a database failover lost our record of it: " +
+					"it was found there by this request's key, and not made again. It goes back to " + possessive(p, viewer) + " original payment method."
+			}
 		}
 		if p.Outcome() == store.OutcomeCancelTooLate {
 			w.Actor = "The cancel " + canceler + " asked for came too late: the refund had already reached the payment provider."
