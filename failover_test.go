@@ -64,84 +64,31 @@ const (
 func testFailover(t *testing.T, sync bool) {
 	a := newFailoverApp(t, sync)
 	began := time.Now()
-
-	// 15 runs wait for an approver, every event of theirs on the standby.
-	var waiting []uuid.UUID
-	for i := range failoverWaiting {
-		id, status := a.startRun(t, fmt.Sprintf("waiting-%d", i))
-		if status != http.StatusCreated {
-			t.Fatalf("start %d: %d, want 201", i, status)
-		}
-		waiting = append(waiting, id)
-	}
-	for _, id := range waiting {
-		testkit.WaitRunState(t, a.st, id, store.StateAwaitingApproval, time.Minute)
-	}
-	watchers := a.watch(t, waiting)
-	a.waitStandbyCaughtUp(t)
-	if !sync {
-		a.stopReplication(t)
-	}
-
-	// On the primary alone: 15 approvals, 5 more requests, 20 refunds.
-	for _, id := range waiting {
-		a.approve(t, id)
-	}
-	late := map[string]uuid.UUID{}
-	for i := range failoverLate {
-		key := fmt.Sprintf("late-%d", i)
-		id, status := a.startRun(t, key)
-		if status != http.StatusCreated {
-			t.Fatalf("start %s: %d, want 201", key, status)
-		}
-		late[key] = id
-		testkit.WaitRunState(t, a.st, id, store.StateAwaitingApproval, time.Minute)
-		a.approve(t, id)
-	}
-	all := append(slices.Clone(waiting), slices.Collect(maps.Values(late))...)
-	for _, id := range all {
-		testkit.WaitRunState(t, a.st, id, store.StateCompleted, time.Minute)
-	}
-	if n := len(a.ledger(t)); n != failoverWaiting+failoverLate {
-		t.Fatalf("before the failover the provider holds %d refunds, want %d", n, failoverWaiting+failoverLate)
-	}
+	waiting, late, watchers := a.refundOnThePrimary(t, sync)
 	// What the clients saw, seq by seq, from the old primary.
 	seen := map[uuid.UUID]map[int64]uuid.UUID{}
-	for _, id := range all {
+	for _, id := range append(slices.Clone(waiting), slices.Collect(maps.Values(late))...) {
 		seen[id] = a.clientLog(t, id)
 	}
-	t.Logf("before the kill: %d runs refunded on the primary in %v", len(all), time.Since(began).Round(time.Millisecond))
+	t.Logf("before the kill: %d runs refunded on the primary in %v", len(seen), time.Since(began).Round(time.Millisecond))
 
 	down, up := a.failOver(t)
 	t.Logf("/readyz: 503 %v after the kill; 200 %v after the address moved to the promoted standby",
 		down.Round(time.Millisecond), up.Round(time.Millisecond))
-	// Pages that were open come back with the cursors they hold.
-	resumed := a.resume(t, waiting, seen)
 	if up > 5*time.Second {
 		t.Errorf("/readyz took %v to say 200 after the new primary answered, want at most 5 s", up)
 	}
-
-	// The clients retry their starts, with the same keys.
-	retried := map[string]uuid.UUID{}
-	for key, old := range late {
-		id, status := a.startRun(t, key)
-		want := http.StatusCreated // the database forgot the request
-		if sync {
-			want = http.StatusOK // the standby had it
-		}
-		if status != want || (sync && id != old) {
-			t.Errorf("retried start %s: %d run %s, want %d (the old run was %s)", key, status, id, want, old)
-		}
-		retried[key] = id
-	}
-	after := append(slices.Clone(waiting), slices.Collect(maps.Values(retried))...)
+	// Pages that were open come back with the cursors they hold.
+	resumed := a.resume(t, waiting, seen)
+	retried := a.retryStarts(t, late, sync)
+	after := append(slices.Clone(waiting), retried...)
 	for _, id := range after {
 		testkit.WaitRunState(t, a.st, id, store.StateCompleted, time.Minute)
 	}
 	t.Logf("after the failover: every run ended, %v after the first start", time.Since(began).Round(time.Millisecond))
 
 	t.Run("exactly one refund per request at the provider", func(t *testing.T) { a.wantOneRefundEach(t, after) })
-	t.Run("nobody decided anything twice", func(t *testing.T) { a.wantNoSecondDecision(t, waiting, slices.Collect(maps.Values(retried)), sync) })
+	t.Run("nobody decided anything twice", func(t *testing.T) { a.wantNoSecondDecision(t, waiting, retried, sync) })
 	t.Run("no seq names another event", func(t *testing.T) { a.wantNoSeqReused(t, seen, waiting, sync) })
 	t.Run("the open streams went on or reset", func(t *testing.T) { a.wantWatchersWhole(t, append(watchers, resumed...)) })
 	t.Run("the words say what happened", func(t *testing.T) { a.wantWords(t, waiting[0], sync) })
@@ -155,6 +102,71 @@ func testFailover(t *testing.T, sync bool) {
 		})
 	}
 	wantVerifyClean(t, a.env)
+}
+
+// refundOnThePrimary starts 15 runs and waits until they wait for an
+// approver with every event of theirs on the standby (watching their
+// streams), stops the standby's replication unless it is synchronous,
+// then, on the primary alone, approves the 15 and starts and approves 5
+// more (by request key), and waits for the 20 refunds.
+func (a *failoverApp) refundOnThePrimary(t *testing.T, sync bool) (waiting []uuid.UUID, late map[string]uuid.UUID, ws []*watcher) {
+	t.Helper()
+	for i := range failoverWaiting {
+		id, status := a.startRun(t, fmt.Sprintf("waiting-%d", i))
+		if status != http.StatusCreated {
+			t.Fatalf("start %d: %d, want 201", i, status)
+		}
+		waiting = append(waiting, id)
+	}
+	for _, id := range waiting {
+		testkit.WaitRunState(t, a.st, id, store.StateAwaitingApproval, time.Minute)
+	}
+	ws = a.watch(t, waiting)
+	a.waitStandbyCaughtUp(t)
+	if !sync {
+		a.stopReplication(t)
+	}
+	for _, id := range waiting {
+		a.approve(t, id)
+	}
+	late = map[string]uuid.UUID{}
+	for i := range failoverLate {
+		key := fmt.Sprintf("late-%d", i)
+		id, status := a.startRun(t, key)
+		if status != http.StatusCreated {
+			t.Fatalf("start %s: %d, want 201", key, status)
+		}
+		late[key] = id
+		testkit.WaitRunState(t, a.st, id, store.StateAwaitingApproval, time.Minute)
+		a.approve(t, id)
+	}
+	for _, id := range append(slices.Clone(waiting), slices.Collect(maps.Values(late))...) {
+		testkit.WaitRunState(t, a.st, id, store.StateCompleted, time.Minute)
+	}
+	if n := len(a.ledger(t)); n != failoverWaiting+failoverLate {
+		t.Fatalf("before the failover the provider holds %d refunds, want %d", n, failoverWaiting+failoverLate)
+	}
+	return waiting, late, ws
+}
+
+// retryStarts starts the late requests again with the same keys, as their
+// clients do after a failure: the database forgot them (201, a new run)
+// unless the standby was synchronous (200, the same run).
+func (a *failoverApp) retryStarts(t *testing.T, late map[string]uuid.UUID, sync bool) []uuid.UUID {
+	t.Helper()
+	var retried []uuid.UUID
+	for key, old := range late {
+		id, status := a.startRun(t, key)
+		want := http.StatusCreated
+		if sync {
+			want = http.StatusOK
+		}
+		if status != want || (sync && id != old) {
+			t.Errorf("retried start %s: %d run %s, want %d (the old run was %s)", key, status, id, want, old)
+		}
+		retried = append(retried, id)
+	}
+	return retried
 }
 
 // failoverApp is the two clusters, the floating address, and refundd's
