@@ -263,8 +263,11 @@ func TestSupportRun_EveryProviderCall(t *testing.T) {
 	// The third submit's answer never comes: the executor gives up after
 	// its 5 s timeout. (A connection closed early would not do: Go's
 	// transport resends a POST that carries an Idempotency-Key by itself.)
+	// The first refused lookup is the new run's provider check (which goes
+	// on without an answer, and has no ledger row to be listed under); the
+	// reconciliation's two follow.
 	a := newApp(t, handlers.Config{}, withExecutor(nil, payments.Faults{Error5xxNext: 2, CommitThenDrop: true,
-		LookupError5xxNext: 2}))
+		LookupError5xxNext: 3}))
 	run := a.startRun(t, "customer@example.com", 500)
 	testkit.WaitRunState(t, a.store, run.ID, store.StateAwaitingApproval, time.Minute)
 	approver := a.client(t)
