@@ -5,6 +5,7 @@ import (
 	"errors"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/google/uuid"
 
@@ -122,11 +123,7 @@ func TestCheckTimeline_NewTimelineMarksUnfinishedRuns(t *testing.T) {
 			t.Errorf("run %s (%s): provider check %t, want %t", r.ClientRequestID, r.State, r.ProviderCheck, tc.want)
 		}
 	}
-	page, err := f.s.ApprovalQueue(ctx, 0, 10)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(page.Items) != 0 {
+	if page := mustQueue(t, f.s, store.QueuePlace{}, 10); len(page.Items) != 0 {
 		t.Errorf("queue holds %v while its run is checked with the provider, want nothing", queueIDs(page))
 	}
 	d, err := f.s.Approve(ctx, waiting.ID, f.approver.ID, "")
@@ -141,8 +138,8 @@ func TestCheckTimeline_NewTimelineMarksUnfinishedRuns(t *testing.T) {
 	if err := f.s.ProviderChecked(ctx, waiting.ID); err != nil {
 		t.Fatal(err)
 	}
-	if page, err = f.s.ApprovalQueue(ctx, 0, 10); err != nil || !slices.Equal(queueIDs(page), []uuid.UUID{waiting.ID}) {
-		t.Errorf("queue after the check: %v, %v; want the waiting run", page, err)
+	if page := mustQueue(t, f.s, store.QueuePlace{}, 10); !slices.Equal(queueIDs(page), []uuid.UUID{waiting.ID}) {
+		t.Errorf("queue after the check: %v; want the waiting run", queueIDs(page))
 	}
 	if d, err := f.s.Approve(ctx, waiting.ID, f.approver.ID, ""); err != nil || d.Outcome != store.DecisionAccepted {
 		t.Errorf("approve once checked: %+v, %v; want accepted", d, err)
@@ -197,5 +194,34 @@ func TestRecordFound_EndsTheRunAsTheProviderSays(t *testing.T) {
 	}
 	if problems, err := f.s.Verify(ctx); err != nil || len(problems) > 0 {
 		t.Errorf("verify: %v %v", problems, err)
+	}
+}
+
+// TestExpireApproval_NotWhileTheProviderIsAsked: a decision's deadline
+// passes while the run is marked for a provider check (a failover): the
+// run does not end "no money moved" before the provider has said so; once
+// it has (nothing under the key), the deadline ends it.
+func TestExpireApproval_NotWhileTheProviderIsAsked(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "late", 100)
+	if _, err := f.s.RequestApprovalWithin(ctx, run.ID, store.ActionProposed{Amount: 100}, time.Microsecond); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := storetest.DB(t, f.s).Exec(`DELETE FROM db_timelines`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.s.CheckTimeline(ctx); err != nil || c.Marked != 1 {
+		t.Fatalf("check: %+v, %v; want the run marked", c, err)
+	}
+	if expired, err := f.s.ExpireApproval(ctx, run.ID); err != nil || expired {
+		t.Errorf("expire while the provider is asked: %t, %v; want not expired", expired, err)
+	}
+	if err := f.s.ProviderChecked(ctx, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	if expired, err := f.s.ExpireApproval(ctx, run.ID); err != nil || !expired {
+		t.Errorf("expire once the provider said it holds nothing: %t, %v; want expired", expired, err)
 	}
 }
