@@ -63,10 +63,6 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 		return err
 	}
 	defer listener.Stop()
-	e, err := newWeb(cfg, st, listener, logger, true)
-	if err != nil {
-		return err
-	}
 	if cfg.ProviderSecret == "" {
 		if cfg.ProviderSecret, err = devProviderSecret(cfg.DataDir); err != nil {
 			return err
@@ -77,8 +73,13 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 		return err
 	}
 	defer stopProvider()
-	// dev's worker talks to dev's own provider, wherever it listens.
+	// dev's worker, and support's page of the provider's refunds, talk to
+	// dev's own provider, wherever it listens.
 	cfg.ProviderURL = provider.URL()
+	e, err := newWeb(cfg, st, listener, logger, true)
+	if err != nil {
+		return err
+	}
 	stopWorker := startWorker(ctx, cfg, st, listener, logger)
 	defer stopWorker()
 	return serveHTTP(ctx, e, cfg, logger, func(url, health string) {

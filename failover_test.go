@@ -92,6 +92,12 @@ func testFailover(t *testing.T, sync bool) {
 	t.Run("no seq names another event", func(t *testing.T) { a.wantNoSeqReused(t, seen, waiting, sync) })
 	t.Run("the open streams went on or reset", func(t *testing.T) { a.wantWatchersWhole(t, append(watchers, resumed...)) })
 	t.Run("the words say what happened", func(t *testing.T) { a.wantWords(t, waiting[0], sync) })
+	t.Run("support finds every provider refund explained", func(t *testing.T) {
+		const want = "Every one of the 20 refunds the payment provider holds is one of our runs"
+		if status, body := a.page(t, "support@example.com", "/support/provider"); status != http.StatusOK || !strings.Contains(body, want) {
+			t.Errorf("/support/provider: %d, want it to say %q:\n%s", status, want, body)
+		}
+	})
 	if !sync {
 		t.Run("a request the database forgot is gone under its old ID", func(t *testing.T) {
 			for key, old := range late {

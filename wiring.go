@@ -158,7 +158,27 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		MaxBodyBytes:      int64(cfg.MaxBodyBytes),
 		MaxJSONDepth:      cfg.MaxJSONDepth,
 		ApprovalThreshold: cfg.ApprovalThreshold,
+		ProviderLedger:    providerLedger{payments.NewClient(cfg.ProviderURL, 5*time.Second).WithSecret(cfg.ProviderSecret)},
 	}, st, logger)
+}
+
+// providerLedger reads the payment provider's ledger (PROVIDER_URL) for
+// support's page of refunds no run of ours explains.
+type providerLedger struct{ c *payments.Client }
+
+var _ handlers.ProviderLedger = providerLedger{}
+
+func (l providerLedger) Refunds(ctx context.Context) ([]store.ProviderRefund, error) {
+	rcs, err := l.c.Ledger(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]store.ProviderRefund, len(rcs))
+	for i, rc := range rcs {
+		out[i] = store.ProviderRefund{Key: rc.Key, Ref: rc.Ref, OrderRef: rc.OrderRef, Amount: rc.Amount,
+			Currency: rc.Currency, Status: rc.Status, CreatedAt: rc.CreatedAt}
+	}
+	return out, nil
 }
 
 // serveHTTP serves e on cfg.Addr, holding at most cfg.MaxConnections

@@ -62,6 +62,10 @@ type Config struct {
 	// such a run before it asks learns its state (409); of a smaller run,
 	// which will never ask, nothing (404).
 	ApprovalThreshold int64
+	// ProviderLedger reads the payment provider's ledger for support's
+	// comparison with ours (GET /support/provider); nil: this server does
+	// not read it, and the page says so.
+	ProviderLedger ProviderLedger
 }
 
 // DefaultAPIPageLimit is Config.APIPageLimit's default.
@@ -197,6 +201,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/runs/events", h.streamOwnRuns, streamSession, bodyNone},
 
 		{http.MethodGet, "/support/audit", h.showAuditLog, support, bodyNone},
+		{http.MethodGet, "/support/provider", h.showProviderRefunds, signedIn, bodyNone},
 		{http.MethodGet, "/support/runs/:id", h.showSupportRun, support, bodyNone},
 		{http.MethodGet, "/support/runs/:id/export", h.exportRun, support, bodyNone},
 

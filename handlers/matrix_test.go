@@ -103,6 +103,7 @@ func mxRows() []mxRow {
 		{"GET", "/runs/events", false, mxPath("/runs/events?after=x"), mxWant{"sse signed-out", "sse list", "sse list", "sse list", "sse denied", "sse denied", "sse denied", "sse signed-out"}},
 
 		{"GET", "/support/audit", false, mxPath("/support/audit"), mxWant{L, "403", "403", "403", "403", "200", "200", L}},
+		{"GET", "/support/provider", false, mxPath("/support/provider"), mxWant{L, "403", "403", "403", "403", "200", "403", L}},
 		{"GET", "/support/runs/:id", false, mxOnRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
 		{"GET", "/support/runs/:id/export", false, mxOnRun(""), mxWant{L, "403", "403", "403", "403", "200 support", "404", L}},
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // A failover to a standby that lacked the primary's last seconds makes the
@@ -199,4 +200,44 @@ func (s *Store) RecordFound(ctx context.Context, runID, key uuid.UUID, f Found) 
 		return finishLocked(ctx, tx, r, f.End, f.Message, end, evs...)
 	})
 	return run, err
+}
+
+// ProviderRefund is a refund the payment provider holds, as its ledger
+// lists it (the simulated provider's GET /refunds; a real provider's
+// report), for support's comparison with ours.
+type ProviderRefund struct {
+	Key       string
+	Ref       string
+	OrderRef  string
+	Amount    int64
+	Currency  string
+	Status    string
+	CreatedAt time.Time
+}
+
+// Unexplained returns the refunds among those given whose key names no
+// operation of ours, in the order given: refunds made under a run the
+// database then forgot (a failover) and nobody asked for again. They are
+// for a person to look into, never to adopt into another run.
+func (s *Store) Unexplained(ctx context.Context, refunds []ProviderRefund) ([]ProviderRefund, error) {
+	keys := make([]string, len(refunds))
+	for i, r := range refunds {
+		keys[i] = r.Key
+	}
+	var missing []string
+	if err := s.db.SelectContext(ctx, &missing, `SELECT k FROM unnest($1::text[]) AS k
+        EXCEPT SELECT id::text FROM operations`, pq.Array(keys)); err != nil {
+		return nil, fmt.Errorf("store: unexplained refunds: %w", err)
+	}
+	unexplained := make(map[string]bool, len(missing))
+	for _, k := range missing {
+		unexplained[k] = true
+	}
+	out := []ProviderRefund{}
+	for _, r := range refunds {
+		if unexplained[r.Key] {
+			out = append(out, r)
+		}
+	}
+	return out, nil
 }
