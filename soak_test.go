@@ -37,6 +37,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 var (
@@ -98,7 +99,7 @@ func newSoakHarness(t *testing.T) *soakHarness {
 	}
 	ctx := context.Background()
 	var err error
-	if h.st, err = store.Open(ctx, dbURL); err != nil {
+	if h.st, err = store.Open(ctx, dbURL, store.WithAnswers(views.Answers{})); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { h.st.Close() })

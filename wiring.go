@@ -27,6 +27,7 @@ import (
 	"github.com/refundd/refundd/internal/metrics"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // openDatabase connects to DATABASE_URL or, when it is unset, to the private
@@ -42,7 +43,8 @@ func openDatabase(ctx context.Context, cfg Config, logger *slog.Logger) (*store.
 	if cfg.DatabaseURL == "" {
 		st, closeDB, err = devdb.OpenPrivate(ctx, cfg.DataDir, logger)
 	} else {
-		st, err = store.Open(ctx, cfg.DatabaseURL, store.PoolSize(cfg.DBPoolSize), store.StreamPoolSize(cfg.DBStreamPoolSize))
+		st, err = store.Open(ctx, cfg.DatabaseURL, store.PoolSize(cfg.DBPoolSize), store.StreamPoolSize(cfg.DBStreamPoolSize),
+			store.WithAnswers(views.Answers{}))
 		closeDB = func() { st.Close() }
 	}
 	if err != nil {
@@ -85,7 +87,7 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
 	}
 	provider := payments.NewClient(cfg.ProviderURL, 0).WithSecret(cfg.ProviderSecret)
-	x := agent.New(agent.Config{ApprovalThreshold: cfg.ApprovalThreshold, ApprovalDeadline: cfg.ApprovalDeadline,
+	x := agent.New(agent.Config{Answers: views.Answers{}, ApprovalThreshold: cfg.ApprovalThreshold, ApprovalDeadline: cfg.ApprovalDeadline,
 		MaxAmount: cfg.MaxRefund, Lease: cfg.WorkerLease,
 		OutageBudget: cfg.ProviderOutageBudget, Concurrency: cfg.WorkerSlots, NarrationDelay: cfg.NarrationPace},
 		st, provider, narrator, listener, logger.With("part", "worker"))

@@ -10,6 +10,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // TestExecutor_TakeoverStartsTheNarrationAfresh: a worker dies in the
@@ -19,7 +20,7 @@ import (
 func TestExecutor_TakeoverStartsTheNarrationAfresh(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{})
-	pool, err := store.Open(context.Background(), e.s.URL())
+	pool, err := store.Open(context.Background(), e.s.URL(), store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,6 +66,25 @@ type Config struct {
 	RetryMax       time.Duration
 	ChunkEvery     time.Duration // narration chunking; default 100ms (≤10 rows/s)
 	NarrationDelay time.Duration // built-in narrator's delay per word
+	// Answers words each run's final answer from the facts of its end:
+	// the words table's (views.Answers). Required.
+	Answers Answers
+}
+
+// Answers words the final answers the agent writes, from what it knows of
+// a run's end; views.Answers is the words table's.
+type Answers interface {
+	OrderMissing() string
+	DoesNotFit(amount int64, currency string, orderID, paid int64, paidCurrency string) string
+	OverLimit(limit int64, currency string) string
+	OverPaid() string
+	Declined(amount int64, currency, reason string) string
+	ProviderRefused(outage bool) string
+	Refunded(amount int64, currency, ref string, tooLate bool) string
+	Canceled(providerAsked bool) string
+	FoundOther(amount int64, currency, orderRef, ref string) string
+	FoundRefunded(amount int64, currency, ref string, tooLate bool) string
+	FoundDeclined(amount int64, currency, reason string, canceled bool) string
 }
 
 func (c *Config) fill() {
@@ -107,11 +126,15 @@ type Executor struct {
 func (e *Executor) Claims() int64 { return e.claims.Load() }
 
 // New builds an executor. listener may be nil (then it polls). A Config
-// without Concurrency is a programming error, and New panics saying so:
-// an executor with no slots would start and never work.
+// without Concurrency or Answers is a programming error, and New panics
+// saying so: an executor with no slots would start and never work, one
+// without words could end no run.
 func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narrator, listener *store.Listener, logger *slog.Logger) *Executor {
 	if cfg.Concurrency < 1 {
 		panic(fmt.Sprintf("agent: Config.Concurrency is %d, want at least 1 (WORKER_SLOTS)", cfg.Concurrency))
+	}
+	if cfg.Answers == nil {
+		panic("agent: Config.Answers is nil: give it the words table's final answers (views.Answers)")
 	}
 	cfg.fill()
 	if narrator == nil {
@@ -422,20 +445,16 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	order, err := e.store.OrderByID(ctx, run.OrderID)
 	if errors.Is(err, store.ErrNotFound) {
-		return e.finish(ctx, run, store.StateFailed, "The order for this refund could not be found, so nothing was refunded.")
+		return e.finish(ctx, run, store.StateFailed, e.cfg.Answers.OrderMissing())
 	}
 	if err != nil {
 		return err
 	}
 	if run.Currency != order.Currency || run.Amount > order.Amount {
-		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
-			"This refund of %s does not fit order #%d (paid %s), so nothing was refunded.",
-			store.FormatMoney(run.Amount, run.Currency), order.ID, store.FormatMoney(order.Amount, order.Currency)))
+		return e.finish(ctx, run, store.StateFailed, e.cfg.Answers.DoesNotFit(run.Amount, run.Currency, order.ID, order.Amount, order.Currency))
 	}
 	if e.cfg.MaxAmount > 0 && run.Amount > e.cfg.MaxAmount {
-		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
-			"Refunds above %s need a person: support decides them, not the agent. Nothing was refunded.",
-			store.FormatMoney(e.cfg.MaxAmount, run.Currency)))
+		return e.finish(ctx, run, store.StateFailed, e.cfg.Answers.OverLimit(e.cfg.MaxAmount, run.Currency))
 	}
 	needsOK := store.NeedsApproval(run.Amount, e.cfg.ApprovalThreshold)
 	if err := e.beginAttempt(ctx, run, "planning"); err != nil {
@@ -494,8 +513,7 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		return 0, false, nil // the next step honours it
 	case err != nil && !errors.Is(err, store.ErrAlreadyDone):
 		if store.ErrorCode(err) == store.CodeConflict {
-			return 0, false, e.finish(ctx, run, store.StateFailed,
-				"This refund would take the order's refunds past what was paid, so nothing was refunded.")
+			return 0, false, e.finish(ctx, run, store.StateFailed, e.cfg.Answers.OverPaid())
 		}
 		return 0, false, err
 	}
@@ -503,7 +521,7 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 	case store.OpSucceeded:
 		return 0, true, e.finishRefunded(ctx, run, op)
 	case store.OpFailed:
-		return 0, false, e.finish(ctx, run, store.StateFailed, failedMessage(op))
+		return 0, false, e.finish(ctx, run, store.StateFailed, e.cfg.Answers.Declined(op.Amount, op.Currency, op.LastError))
 	}
 	if fresh {
 		return e.submit(ctx, log, run, op)
@@ -622,27 +640,18 @@ const maxBackoffSteps = 64
 // a refund, and `refundd verify` lists the provider's refund as one no
 // operation of ours explains.
 func (e *Executor) recordFound(ctx context.Context, run *store.Run, key uuid.UUID, rc payments.Receipt, call store.FoundCall) error {
-	const lost = "before the database lost its record of it (a database failover); it was found there by this request's key"
 	if rc.Amount != run.Amount || rc.Currency != run.Currency || rc.OrderRef != fmt.Sprint(run.OrderID) {
-		return e.finish(ctx, run, store.StateFailed, fmt.Sprintf(
-			"The payment provider already holds a refund of %s for order %s under this request's key (reference %s), made %s. "+
-				"It does not match this request, so nothing more was refunded; support can look into it.",
-			store.FormatMoney(rc.Amount, rc.Currency), rc.OrderRef, rc.Ref, lost))
+		return e.finish(ctx, run, store.StateFailed, e.cfg.Answers.FoundOther(rc.Amount, rc.Currency, rc.OrderRef, rc.Ref))
 	}
-	amount := store.FormatMoney(run.Amount, run.Currency)
 	f := store.Found{Outcome: store.Outcome{State: store.OpSucceeded, ProviderRef: rc.Ref}, Call: call, End: store.StateCompleted,
-		Message: fmt.Sprintf("Refunded %s to the original payment method. The payment provider's reference is %s. "+
-			"The payment provider had made this refund %s, and it was not made again.", amount, rc.Ref, lost)}
-	switch {
-	case rc.Status != payments.StatusSucceeded:
+		Message: e.cfg.Answers.FoundRefunded(run.Amount, run.Currency, rc.Ref, run.CancelRequested())}
+	if rc.Status != payments.StatusSucceeded {
 		reason := cmp.Or(rc.FailureReason, "declined by the payment provider")
 		f.Outcome = store.Outcome{State: store.OpFailed, Reason: reason}
-		f.End, f.Message = store.StateFailed, fmt.Sprintf("The payment provider had declined this refund of %s (%s) %s. No money moved.", amount, reason, lost)
+		f.End, f.Message = store.StateFailed, e.cfg.Answers.FoundDeclined(run.Amount, run.Currency, reason, run.CancelRequested())
 		if run.CancelRequested() {
-			f.End, f.Message = store.StateCanceled, "Canceled. "+f.Message
+			f.End = store.StateCanceled
 		}
-	case run.CancelRequested():
-		f.Message = "The cancel arrived too late: the refund had already reached the payment provider. " + f.Message
 	}
 	_, err := e.store.RecordFound(ctx, run.ID, key, f)
 	return ignoreDone(err)
@@ -705,15 +714,13 @@ func (e *Executor) refused(ctx context.Context, log *slog.Logger, run *store.Run
 	}
 	log.Warn("provider refused; giving up", "op", op.ID, "refusals", r.Count, "refusing_for", r.For, "err", err)
 	reason := "the payment provider refused the request"
-	msg := "The payment provider refused this refund request. Nothing was refunded."
 	if outage {
 		reason = fmt.Sprintf("the payment provider was unavailable for %s", r.For.Round(time.Second))
-		msg = "The payment provider could not take the refund after several tries. Nothing was refunded."
 	}
 	if _, err := e.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: reason}); ignoreDone(err) != nil {
 		return 0, false, err
 	}
-	return 0, false, e.finish(ctx, run, store.StateFailed, msg)
+	return 0, false, e.finish(ctx, run, store.StateFailed, e.cfg.Answers.ProviderRefused(outage))
 }
 
 func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Receipt, error) {
@@ -832,12 +839,8 @@ func (e *Executor) cancel(ctx context.Context, log *slog.Logger, run *store.Run,
 		log.Warn("cancel: provider lookup failed; will retry", "op", op.ID, "attempt", n, "retry_in", wait, "err", err)
 		return wait, true, nil
 	}
-	msg := "Canceled. No refund was made and no money moved."
-	if len(ops) > 0 {
-		msg = "Canceled before the refund reached the payment provider, which confirmed that no refund was made. No money moved."
-	}
 	_, err := e.store.FinishCanceled(ctx, run.ID,
-		"canceled before it reached the payment provider, which confirmed it made no refund", msg)
+		"canceled before it reached the payment provider, which confirmed it made no refund", e.cfg.Answers.Canceled(len(ops) > 0))
 	return 0, false, ignoreDone(err)
 }
 
@@ -853,8 +856,6 @@ func (e *Executor) beginAttempt(ctx context.Context, run *store.Run, step string
 }
 
 func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store.Operation) error {
-	msg := fmt.Sprintf("Refunded %s to the original payment method. The payment provider's reference is %s.",
-		store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String)
 	// Read now: the cancel may have come after the run was claimed.
 	r, err := e.store.RunByID(ctx, run.ID)
 	if err != nil {
@@ -862,9 +863,9 @@ func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store
 	}
 	var extra []store.NewEvent
 	if r.CancelRequested() {
-		msg = "The cancel arrived too late: the refund had already reached the payment provider. " + msg
 		extra = append(extra, store.EventOf(store.CancelTooLatePayload{OperationID: op.ID}))
 	}
+	msg := e.cfg.Answers.Refunded(op.Amount, op.Currency, op.ProviderRef.String, r.CancelRequested())
 	_, err = e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)
 	return ignoreDone(err)
 }
@@ -878,11 +879,6 @@ func (e *Executor) finish(ctx context.Context, run *store.Run, state, msg string
 		return nil
 	}
 	return ignoreDone(err)
-}
-
-func failedMessage(op *store.Operation) string {
-	return fmt.Sprintf("The payment provider did not refund %s (%s). No money moved.",
-		store.FormatMoney(op.Amount, op.Currency), cmp.Or(op.LastError, "declined"))
 }
 
 // backoff is the wait before the nth retry: doubling from RetryBase, capped

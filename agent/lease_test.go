@@ -13,6 +13,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // stuckNarrator starts narrating and never finishes, so the worker that
@@ -37,7 +38,7 @@ func TestExecutor_CrashedWorkersRunResumesWithinFiveSeconds(t *testing.T) {
 	// The doomed worker has a pool of its own: closing it cuts the worker
 	// off from the database as a killed process is, with no renewal and no
 	// release.
-	pool, err := store.Open(context.Background(), e.s.URL())
+	pool, err := store.Open(context.Background(), e.s.URL(), store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}

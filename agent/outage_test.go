@@ -12,6 +12,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // callTimes is a Provider that records when each refund call was made.
@@ -155,7 +156,7 @@ func TestExecutor_RecoveryTriedWithinTheCap(t *testing.T) {
 	e := newEnv(t, payments.Faults{Error5xxNext: 6})
 	calls := &callTimes{Provider: e.client}
 	logs := &records{}
-	x := agent.New(agent.Config{ApprovalThreshold: 1 << 40, Concurrency: 1, ProviderTimeout: 2 * time.Second},
+	x := agent.New(agent.Config{Answers: views.Answers{}, ApprovalThreshold: 1 << 40, Concurrency: 1, ProviderTimeout: 2 * time.Second},
 		e.s, calls, nil, nil, slog.New(logs))
 	x.Start(context.Background())
 	t.Cleanup(x.Stop)
@@ -270,7 +271,7 @@ func TestExecutor_PendingCancelReconcileBacksOffQuietly(t *testing.T) {
 	const base = 100 * time.Millisecond
 	lookups := &lookupTimes{Provider: e.client}
 	logs := &records{}
-	x := agent.New(agent.Config{Concurrency: 2, Poll: 20 * time.Millisecond, ApprovalThreshold: 1 << 40,
+	x := agent.New(agent.Config{Answers: views.Answers{}, Concurrency: 2, Poll: 20 * time.Millisecond, ApprovalThreshold: 1 << 40,
 		ProviderTimeout: 200 * time.Millisecond, RetryBase: base, RetryMax: 800 * time.Millisecond},
 		e.s, lookups, nil, nil, slog.New(logs))
 	x.Start(context.Background())

@@ -19,6 +19,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // shownAnswer is how a page shows a run's final answer.
@@ -117,7 +118,7 @@ func newRestartingBrowserApp(t *testing.T) (b *browserApp, restart func()) {
 	return b, func() {
 		t.Helper()
 		ctx := context.Background()
-		st, err := store.Open(ctx, a.store.URL())
+		st, err := store.Open(ctx, a.store.URL(), store.WithAnswers(views.Answers{}))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/refundd/refundd/static"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
+	"github.com/refundd/refundd/views"
 )
 
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
@@ -104,7 +105,7 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 		st = storetest.MustOpen(t)
 	} else {
 		var err error
-		if st, err = store.Open(ctx, storetest.URL(t), setup.storeOpts...); err != nil {
+		if st, err = store.Open(ctx, storetest.URL(t), append(setup.storeOpts, store.WithAnswers(views.Answers{}))...); err != nil {
 			t.Fatal(err)
 		}
 		t.Cleanup(func() { st.Close() })

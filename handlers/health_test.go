@@ -26,6 +26,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
+	"github.com/refundd/refundd/views"
 )
 
 // stallProxy stands between a Store and PostgreSQL. It forwards until
@@ -181,7 +182,7 @@ func newStalledApp(t *testing.T, cfg handlers.Config) *stalledApp {
 		t.Fatal(err)
 	}
 	proxy, proxied := newStallProxy(t, direct.URL())
-	st, err := store.Open(ctx, proxied)
+	st, err := store.Open(ctx, proxied, store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}

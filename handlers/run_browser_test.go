@@ -23,6 +23,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // browserApp is the whole program in-process: web, executor, simulated
@@ -584,7 +585,7 @@ func TestBrowser_WorkerDiesMidNarration(t *testing.T) {
 	provider := testkit.StartProvider(t, a.db, payments.Faults{}, 10*time.Second)
 	// The doomed worker has a pool of its own: closing it cuts the worker
 	// off from the database as a killed process is, with no release.
-	pool, err := store.Open(context.Background(), a.store.URL())
+	pool, err := store.Open(context.Background(), a.store.URL(), store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}

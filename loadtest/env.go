@@ -21,6 +21,7 @@ import (
 
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 type env struct {
@@ -59,7 +60,7 @@ func newEnv(ctx context.Context, o *options, progress io.Writer, logger *slog.Lo
 	}
 	os.Chmod(e.dir, 0o755)
 	if o.url != "" {
-		st, err := store.Open(ctx, o.databaseURL, store.PoolSize(20))
+		st, err := store.Open(ctx, o.databaseURL, store.PoolSize(20), store.WithAnswers(views.Answers{}))
 		if err != nil {
 			e.Close()
 			return nil, err

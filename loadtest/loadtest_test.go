@@ -18,6 +18,7 @@ import (
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
+	"github.com/refundd/refundd/views"
 )
 
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
@@ -29,7 +30,7 @@ func TestBarePipeline_DeliversEveryEventOnceInOrderToEveryWatcher(t *testing.T) 
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	url := storetest.URL(t)
-	st, err := store.Open(ctx, url)
+	st, err := store.Open(ctx, url, store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -181,7 +182,7 @@ func TestFamilyMode_MeasuresEachPairAgainstRefundd(t *testing.T) {
 		t.Fatal(err)
 	}
 	e := &env{o: &options{}, dir: dir, bin: bin, dbURL: storetest.URL(t), sessionKey: strings.Repeat("k", 32)}
-	st, err := store.Open(ctx, e.dbURL)
+	st, err := store.Open(ctx, e.dbURL, store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}

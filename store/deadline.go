@@ -62,7 +62,10 @@ func (s *Store) expireLocked(ctx context.Context, tx *txn, r *Run) (bool, error)
 		return false, fmt.Errorf("store: expire approval: %w", err)
 	}
 	p := ApprovalExpired{RequestedAt: a.RequestedAt, Deadline: a.Deadline}
-	body := ExpiredAnswer(p.Window())
+	if s.answers == nil {
+		return false, ErrNoAnswers
+	}
+	body := s.answers.Expired(p.Window())
 	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, r.ID, body); err != nil {
 		return false, fmt.Errorf("store: final message: %w", err)
 	}
@@ -82,12 +85,6 @@ func (s *Store) expireLocked(ctx context.Context, tx *txn, r *Run) (bool, error)
 	}
 	r.LastSeq = evs[len(evs)-1].Seq
 	return true, nil
-}
-
-// ExpiredAnswer is the final answer of a run nobody decided within window.
-func ExpiredAnswer(window time.Duration) string {
-	return "No approver decided within " + FormatWindow(window) +
-		", so the system canceled this refund request. Nothing was refunded and no money moved."
 }
 
 // FormatWindow is a span of time as every page and message says how long an

@@ -290,9 +290,9 @@ func ParentEnd(childStates []string) string {
 	return StateFailed
 }
 
-// childEnd is how one child of a request ended, as its parent's final
-// answer counts it.
-type childEnd struct {
+// ChildEnding is how one child of a request ended, as its parent's final
+// answer counts it (Answers.Request).
+type ChildEnding struct {
 	ID       uuid.UUID `db:"id"`
 	OrderID  int64     `db:"order_ref"`
 	State    string    `db:"state"`
@@ -300,36 +300,6 @@ type childEnd struct {
 	Refunded int64     `db:"refunded"`
 	Declined bool      `db:"declined"`
 	Expired  bool      `db:"expired"` // nobody decided by its deadline
-}
-
-// requestAnswer is a finished request's one final answer: what the
-// payment provider refunded of what was asked, then each order's end in a
-// word. Each refund's own answer stays on its own page and card (a
-// request's page shows both, so the answer repeats none of them).
-func requestAnswer(kids []childEnd, currency string) string {
-	var asked, refunded int64
-	ends := make([]string, len(kids))
-	for i, k := range kids {
-		asked += k.Amount
-		refunded += k.Refunded
-		end := "not refunded"
-		switch {
-		case k.Refunded > 0:
-			end = "refunded " + FormatMoney(k.Refunded, currency)
-		case k.State == StateCanceled && k.Expired:
-			end = "canceled (no approver decided in time)"
-		case k.State == StateCanceled:
-			end = "canceled"
-		case k.Declined:
-			end = "declined by the payment provider"
-		}
-		ends[i] = fmt.Sprintf("order #%d %s", k.OrderID, end)
-	}
-	lead := "Refunded " + FormatMoney(refunded, currency) + " of " + FormatMoney(asked, currency)
-	if refunded == 0 {
-		lead = "Nothing was refunded of " + FormatMoney(asked, currency) + " asked; no money moved"
-	}
-	return lead + ": " + strings.Join(ends, ", ") + "."
 }
 
 // childEnded records, in the transaction that ends child r (its row locked
@@ -341,7 +311,7 @@ func (s *Store) childEnded(ctx context.Context, tx *txn, r *Run) error {
 	if err := tx.GetContext(ctx, &parent, lockRunSQL, r.ParentRunID.UUID); err != nil {
 		return fmt.Errorf("store: lock parent: %w", err)
 	}
-	var kids []childEnd
+	var kids []ChildEnding
 	if err := tx.SelectContext(ctx, &kids, `SELECT r.id, r.order_ref, r.state, r.amount,
         COALESCE((SELECT sum(op.amount) FROM operations op WHERE op.run_id = r.id AND op.state = 'succeeded'), 0) AS refunded,
         EXISTS (SELECT 1 FROM operations op WHERE op.run_id = r.id AND op.state = 'failed') AS declined,
@@ -366,7 +336,10 @@ func (s *Store) childEnded(ctx context.Context, tx *txn, r *Run) error {
 	}
 	end := ParentEnd(states)
 	endEvent, _ := terminalEvent(end)
-	body := requestAnswer(kids, parent.Currency)
+	if s.answers == nil {
+		return ErrNoAnswers
+	}
+	body := s.answers.Request(kids, parent.Currency)
 	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, parent.ID, body); err != nil {
 		return fmt.Errorf("store: family message: %w", err)
 	}

@@ -35,6 +35,10 @@ type Store struct {
 	// for a connection behind the writers of the main pool.
 	streams *sqlx.DB
 
+	// answers words the final answers the store writes in transactions
+	// of its own (WithAnswers).
+	answers Answers
+
 	mu    sync.Mutex
 	stmts map[stmtKey]*sqlx.Stmt // prepared hot-path statements
 
@@ -52,7 +56,28 @@ type Option func(*options)
 type options struct {
 	poolSize, streamPoolSize int
 	driver                   string
+	answers                  Answers
 }
+
+// Answers words the final answers the store writes itself, in the
+// transaction that ends a run: a decision nobody made by its deadline and
+// a request whose last refund ended. The store keeps facts; the words are
+// the words table's (views.Answers), given to Open by WithAnswers.
+type Answers interface {
+	Expired(window time.Duration) string
+	Request(children []ChildEnding, currency string) string
+}
+
+// WithAnswers gives the store the words of the final answers it writes.
+// Without it, ending a run by its deadline or a request by its last refund
+// fails (ErrNoAnswers).
+func WithAnswers(a Answers) Option {
+	return func(o *options) { o.answers = a }
+}
+
+// ErrNoAnswers: the store was opened without WithAnswers and was asked to
+// write a final answer.
+var ErrNoAnswers = errors.New("store: no final answers' words (open the store WithAnswers)")
 
 // Driver opens the pools with the database/sql driver registered under
 // name, one that reaches PostgreSQL through lib/pq (a test's wrapper that
@@ -130,7 +155,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 		streams.Close()
 		return nil, fmt.Errorf("store: connect: %w", err)
 	}
-	s := &Store{db: db, url: url, streams: streams}
+	s := &Store{db: db, url: url, streams: streams, answers: o.answers}
 	s.narration = newBatcher(maxNarrationBatch, 1, maxNarrationBatch, s.writeNarration)
 	s.notifier = newBatcher(4*maxNotices, 1, maxNotices, s.sendNotices)
 	s.opens = newBatcher(maxOpenBatch, openReaders, maxOpenBatch, s.answerOpens)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
+	"github.com/refundd/refundd/views"
 )
 
 // TestStreamPool_ReadsAndWakeupsDoNotWaitForWriters: with every connection
@@ -19,7 +20,7 @@ import (
 // sent: both go through the stream pool.
 func TestStreamPool_ReadsAndWakeupsDoNotWaitForWriters(t *testing.T) {
 	t.Parallel()
-	st, err := store.Open(context.Background(), storetest.URL(t), store.PoolSize(1), store.StreamPoolSize(1))
+	st, err := store.Open(context.Background(), storetest.URL(t), store.PoolSize(1), store.StreamPoolSize(1), store.WithAnswers(views.Answers{}))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // Provider is a simulated payment provider served on loopback, and a
@@ -64,6 +65,7 @@ func StartExecutor(tb testing.TB, st *store.Store, l *store.Listener, provider p
 		}
 		tb.Cleanup(l.Stop)
 	}
+	cfg.Answers = cmp.Or[agent.Answers](cfg.Answers, views.Answers{})
 	x := agent.New(cfg, st, provider, narrator, l, log)
 	x.Start(context.Background())
 	tb.Cleanup(x.Stop)

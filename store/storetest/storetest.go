@@ -26,6 +26,7 @@ import (
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/migrations"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 var (
@@ -129,7 +130,7 @@ func URL(tb testing.TB) string {
 func MustOpen(tb testing.TB) *store.Store {
 	tb.Helper()
 	u := URL(tb)
-	st, err := store.Open(context.Background(), u)
+	st, err := store.Open(context.Background(), u, store.WithAnswers(views.Answers{}))
 	if err != nil {
 		tb.Fatalf("storetest: %v", err)
 	}
