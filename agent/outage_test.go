@@ -76,14 +76,15 @@ func TestExecutor_ProviderOutageIsRiddenOut(t *testing.T) {
 		if len(gaps) != 4 {
 			t.Fatalf("%d refund calls, want 5 (four refused, one taken)", len(gaps)+1)
 		}
-		// The nth wait is drawn from [base·2ⁿ⁻¹/2, base·2ⁿ⁻¹].
+		// The nth wait is drawn from [base·2ⁿ⁻¹/2, base·2ⁿ⁻¹]: the last
+		// pause's floor (4·base) is above the first wait's ceiling (base),
+		// so the floors say the spacing grows. A measured pause also holds
+		// whatever else the worker did (the new run's provider check, a
+		// loaded machine), so pauses are not compared with one another.
 		for i, g := range gaps {
 			if floor := base << i / 2; g < floor {
 				t.Errorf("pause before call %d = %v, want at least %v (all pauses: %v)", i+2, g, floor, gaps)
 			}
-		}
-		if gaps[3] < 2*gaps[0] {
-			t.Errorf("pauses %v do not grow", gaps)
 		}
 	})
 }
