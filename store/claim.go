@@ -119,6 +119,9 @@ func (s *Store) ReleaseRun(ctx context.Context, runID uuid.UUID, worker string, 
             next_attempt_at = CASE WHEN EXISTS (SELECT 1 FROM run_events
                     WHERE run_id = $1 AND seq > $2 AND type IN ('approval.granted', 'cancel.requested'))
                 THEN now()
+                -- Marked for a provider check (a new timeline) while this
+                -- lease hid it: due at once, as CheckTimeline made it.
+                WHEN runs.provider_check THEN now()
                 -- A run that waits for a person is due again at its
                 -- decision's deadline, if it has one (LEAST skips NULL).
                 ELSE LEAST($3::timestamptz, (SELECT a.deadline FROM approvals a

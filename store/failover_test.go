@@ -225,3 +225,38 @@ func TestExpireApproval_NotWhileTheProviderIsAsked(t *testing.T) {
 		t.Errorf("expire once the provider said it holds nothing: %t, %v; want expired", expired, err)
 	}
 }
+
+// TestReleaseRun_MarkedWhileLeasedIsDueAtOnce: a run marked for a provider
+// check (a new timeline) while a worker held it is due at once when that
+// worker lets it go, not at the time its step asked for: the release
+// overwrote the mark's wake-up, so a waiting run marked as it was being
+// released slept until its decision's deadline (seen under load in
+// agent: TestExecutor_FailoverMarkedRunIsNotAskedAgain).
+func TestReleaseRun_MarkedWhileLeasedIsDueAtOnce(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	db := storetest.DB(t, f.s)
+	run := f.start(t, "leased", 100)
+	if _, err := f.s.CheckTimeline(ctx); err != nil {
+		t.Fatal(err)
+	}
+	claimed, _, err := f.s.ClaimNext(ctx, "w", time.Minute)
+	if err != nil || claimed.ID != run.ID {
+		t.Fatalf("claim: %+v, %v; want the run", claimed, err)
+	}
+	if _, err := db.Exec(`DELETE FROM db_timelines`); err != nil {
+		t.Fatal(err)
+	}
+	if c, err := f.s.CheckTimeline(ctx); err != nil || c.Marked != 1 {
+		t.Fatalf("check on a new timeline: %+v, %v; want the leased run marked", c, err)
+	}
+	// The worker's step asks to come back in an hour.
+	if err := f.s.ReleaseRun(ctx, run.ID, "w", claimed.LastSeq, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	var due bool
+	if err := db.QueryRow(`SELECT next_attempt_at <= now() FROM runs WHERE id = $1`, run.ID).Scan(&due); err != nil || !due {
+		t.Errorf("marked run due at once after the release: %v, %v; want true", due, err)
+	}
+}
