@@ -158,7 +158,7 @@ func RunURL(id uuid.UUID) string { return "/runs/" + id.String() }
 
 // FamilySaid is what a request's page says about the request as a whole.
 type FamilySaid struct {
-	Status string // "In progress", "Refunded", "Partly refunded", …
+	Status string // requestStatus: "1 of 3 refunds ended", "Refunded", "Partly refunded (2 of 3)", …
 	Tone   string
 	// Outcome says how much was refunded, of how much asked, and what
 	// became of each refund: "Refunded €3.50 of €5.00: two orders

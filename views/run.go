@@ -121,8 +121,8 @@ func (v *RunView) CanApprove() bool {
 }
 
 // CanCancel offers the cancel only while it can still stop the money:
-// once an operation exists the provider may have the refund
-// (store.CancelTooLate).
+// once a call about an operation may have reached the provider, only its
+// answer can say whether the refund was made (store.CancelTooLate).
 func (v *RunView) CanCancel() bool {
 	return v.Viewer.MayCancel && !v.Terminal() && !v.CancelRequested && !store.CancelTooLate(v.Operations)
 }

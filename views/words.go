@@ -15,7 +15,8 @@ import (
 // from Words, as a function of where the run stands (store.Progress, built
 // from one snapshot and moved by the stream) and who is looking (Viewer);
 // the history's lines come from EventText, naming who acted the same way.
-// A run page's status, progress line and outcome come from nothing else.
+// A run page's status, progress line and outcome come from nothing else;
+// the final answer beside them is written once, from answers.go.
 // Still worded beside their pages: support's Who column (SupportRun.actorOf)
 // and its coverage lines, the queue's "who decided" line (QueueGone) and
 // the answers to approve and cancel (handlers/decide.go).
