@@ -261,8 +261,13 @@ func TestDev_OrphanedClusterIsStopped(t *testing.T) {
 	if code := second.cmd.ProcessState.ExitCode(); code != 0 {
 		t.Errorf("dev exit code after SIGINT = %d, want 0", code)
 	}
+	// pg_ctl stop returns once the postmaster has removed its pid file,
+	// a moment before the process itself is gone: give it that moment.
+	for i := 0; i < 100 && processAlive(orphan); i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
 	if processAlive(orphan) {
-		t.Errorf("the orphaned postmaster (pid %d) still runs after the second dev stopped", orphan)
+		t.Errorf("the orphaned postmaster (pid %d) still runs 10 s after the second dev stopped", orphan)
 	}
 	if _, err := os.Stat(pidFile); err == nil {
 		t.Errorf("a postmaster is still running under DATA_DIR (%s exists)", pidFile)
