@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -134,11 +135,59 @@ WHERE x.granted + x.expired > 1
    OR (a.decision = 'expired' AND (r.state <> 'canceled' OR a.decided_by IS NOT NULL OR a.decided_at < a.deadline OR x.ops > 0))`},
 }
 
+// outboundInvariants are the outbound engine's: what a webhook endpoint
+// acknowledged is a prefix of each run's events it wants (DESIGN rule 18).
+var outboundInvariants = []invariant{
+	{"no webhook endpoint's cursor is past an event it has not acknowledged", `
+SELECT format('webhook %s: run %s seq %s acknowledged while seq %s waits', d.endpoint_id, d.run_id, d.seq, p.seq)
+FROM webhook_deliveries d JOIN webhook_deliveries p
+    ON p.endpoint_id = d.endpoint_id AND p.run_id = d.run_id AND p.seq < d.seq AND p.state = 'pending'
+WHERE d.state = 'delivered'
+UNION ALL
+SELECT format('webhook %s: run %s seq %s (%s) was never queued for it', w.id, e.run_id, e.seq, e.type)
+FROM webhook_endpoints w JOIN run_events e ON e.class = 'business' AND e.created_at >= w.created_at
+    AND (w.event_types IS NULL OR e.type = ANY (w.event_types))
+WHERE NOT EXISTS (SELECT 1 FROM webhook_deliveries d WHERE d.endpoint_id = w.id AND d.run_id = e.run_id AND d.seq = e.seq)
+  AND NOT EXISTS (SELECT 1 FROM outbound_queue q WHERE q.run_id = e.run_id AND q.seq = e.seq)`},
+}
+
+// mailInvariants hold when email is configured (WithMailCheck), from the
+// first email the ledger holds on: a request that ended, or began to wait
+// for a decision, once its event was fanned out, has its email.
+var mailInvariants = []invariant{
+	{"every ended request has its email recorded", `
+SELECT format('request %s ended %s at %s without an email to its customer', r.id, r.state, r.finished_at)
+FROM runs r
+WHERE r.parent_run_id IS NULL AND r.state IN ('completed', 'failed', 'canceled')
+  AND r.finished_at >= (SELECT min(created_at) FROM mails)
+  AND NOT EXISTS (SELECT 1 FROM mails m WHERE m.run_id = r.id AND m.kind = 'ended')
+  AND NOT EXISTS (SELECT 1 FROM outbound_queue q WHERE q.run_id = r.id)`},
+	{"every request that waited for a decision has its approvers' email recorded", `
+SELECT DISTINCT format('request %s waited for an approver from %s without an email to one', e.correlation_id, e.created_at)
+FROM run_events e
+WHERE e.type = 'approval.requested' AND e.created_at >= (SELECT min(created_at) FROM mails)
+  AND NOT EXISTS (SELECT 1 FROM mails m WHERE m.run_id = e.correlation_id AND m.kind = 'waiting')
+  AND NOT EXISTS (SELECT 1 FROM outbound_queue q WHERE q.run_id = e.run_id AND q.seq = e.seq)`},
+}
+
+// VerifyOption adds checks to Verify.
+type VerifyOption func(*[]invariant)
+
+// WithMailCheck checks the mail ledger too: for a database whose workers
+// send email (SMTP_URL set).
+func WithMailCheck() VerifyOption {
+	return func(invs *[]invariant) { *invs = append(*invs, mailInvariants...) }
+}
+
 // Verify checks every invariant over the whole database and returns one line
 // per violation; none means the database is consistent.
-func (s *Store) Verify(ctx context.Context) ([]string, error) {
+func (s *Store) Verify(ctx context.Context, opts ...VerifyOption) ([]string, error) {
 	var problems []string
-	for _, inv := range invariants {
+	invs := append(slices.Clip(invariants), outboundInvariants...)
+	for _, o := range opts {
+		o(&invs)
+	}
+	for _, inv := range invs {
 		var rows []string
 		if err := s.db.SelectContext(ctx, &rows, inv.query); err != nil {
 			return nil, fmt.Errorf("store: verify %s: %w", inv.name, err)
