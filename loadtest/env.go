@@ -281,6 +281,11 @@ func measure(ctx context.Context, o *options, stdout, stderr io.Writer, logger *
 		if s, err = runFamily(ctx, e); s != nil {
 			summary = s
 		}
+	case "webhooks":
+		var s *webhooksSummary
+		if s, err = runWebhooks(ctx, e); s != nil {
+			summary = s
+		}
 	}
 	// A summary of the rounds measured comes even with an error.
 	if summary != nil {

@@ -237,7 +237,7 @@ func TestFlags_OutOfBoundsRefusedInWords(t *testing.T) {
 		want string
 	}{
 		{[]string{"-watchers", "20001"}, "-watchers must be between 1 and 20000, got 20001"},
-		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm, approvals or family, got "soak"`},
+		{[]string{"-mode", "soak"}, `-mode must be watchers, runs, storm, approvals, family or webhooks, got "soak"`},
 		{[]string{"-mode", "family", "-children", "500"}, "-children must be between 2 and 100, got 500"},
 		{[]string{"-appender", "eventually"}, `-appender must be async or durable, got "eventually"`},
 		{[]string{"-mode", "approvals", "-approvals", "500"}, "-approvals must be between 1 and 200, got 500"},

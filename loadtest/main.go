@@ -5,6 +5,7 @@
 //	go run ./loadtest -mode runs -inflight 200 -slots 32 -pace 0 -workers 2
 //	go run ./loadtest -mode storm -watchers 10000 -runs 500 -signal kill -rounds 2
 //	go run ./loadtest -mode family -children 20 -rounds 9
+//	go run ./loadtest -mode webhooks -endpoints 3 -rpm 2000 -inflight 100 -slots 64 -pace 0
 //
 // Without -url it starts its own PostgreSQL under a fresh folder and its
 // own refundd processes (built from this repository, or -bin), and removes
@@ -76,6 +77,11 @@ type options struct {
 	pool     int
 	poll     time.Duration
 	warmup   time.Duration
+	rpm      int // runs, webhooks: starts a minute at most (0: as fast as the loops go)
+
+	// webhooks
+	endpoints int
+	hang      bool
 }
 
 // bound is one flag's ceiling (and floor), checked in words.
@@ -89,7 +95,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	o := &options{}
 	fs := flag.NewFlagSet("loadtest", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) approvals (an approval reaching -watchers streams of its run in refundd dev) or family (a request of -children refunds beside as many single runs: start, snapshot, watch; time and SQL statements)")
+	fs.StringVar(&o.mode, "mode", "watchers", "watchers (SSE streams against the bare reference), runs (closed-loop starts), storm (streams across a serve killed and restarted) approvals (an approval reaching -watchers streams of its run in refundd dev) family (a request of -children refunds beside as many single runs: start, snapshot, watch; time and SQL statements) or webhooks (runs mode with -endpoints webhook receivers: each event's lag from its commit to its receipt)")
 	fs.StringVar(&o.url, "url", "", "a running refundd's base URL; empty starts refundd processes of its own")
 	fs.StringVar(&o.databaseURL, "database-url", "", "that refundd's DATABASE_URL (required with -url)")
 	fs.StringVar(&o.token, "token", "", "an API token (Bearer) instead of logging in; one customer")
@@ -126,6 +132,9 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.pool, "pool", 8, "runs, approvals: DB_POOL_SIZE of each own process (at most 64; all processes must fit max_connections=100)")
 	fs.DurationVar(&o.poll, "poll", time.Second, "runs: the longest wait between polls of a run in flight; they start at 50ms and double (20ms to 5s)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "runs: time before the measuring starts (at most 1m)")
+	fs.IntVar(&o.rpm, "rpm", 0, "runs, webhooks: at most this many starts a minute, evenly paced (0: as fast as -inflight loops go; at most 100000)")
+	fs.IntVar(&o.endpoints, "endpoints", 3, "webhooks: webhook receivers registered with refundd, each getting every business event (at most 10)")
+	fs.BoolVar(&o.hang, "hang", false, "webhooks: one more endpoint that never answers (each delivery to it times out), to show it holds no run and no other endpoint")
 	if err := fs.Parse(args); err != nil {
 		return nil, err
 	}
@@ -141,8 +150,11 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 }
 
 func (o *options) validate() error {
-	if !slices.Contains([]string{"watchers", "runs", "storm", "approvals", "family"}, o.mode) {
-		return fmt.Errorf("-mode must be watchers, runs, storm, approvals or family, got %q", o.mode)
+	if !slices.Contains([]string{"watchers", "runs", "storm", "approvals", "family", "webhooks"}, o.mode) {
+		return fmt.Errorf("-mode must be watchers, runs, storm, approvals, family or webhooks, got %q", o.mode)
+	}
+	if o.mode == "webhooks" && o.url != "" {
+		return errors.New("-mode webhooks registers receivers of its own with a refundd dev of its own: it takes no -url")
 	}
 	if o.appender != "async" && o.appender != "durable" {
 		return fmt.Errorf("-appender must be async or durable, got %q", o.appender)
@@ -189,12 +201,14 @@ func (o *options) validate() error {
 		{"-pool", float64(o.pool), 1, 64},
 		{"-poll (seconds)", o.poll.Seconds(), 0.02, 5},
 		{"-warmup (seconds)", o.warmup.Seconds(), 0, 60},
+		{"-rpm", float64(o.rpm), 0, 100000},
+		{"-endpoints", float64(o.endpoints), 1, 10},
 	} {
 		if b.val < b.min || b.val > b.max {
 			return fmt.Errorf("%s must be between %g and %g, got %g", b.name, b.min, b.max, b.val)
 		}
 	}
-	if o.url == "" && o.mode == "runs" && (o.workers+1)*(o.pool+store.DefaultStreamPoolSize+1)+10 > 100 {
+	if o.url == "" && (o.mode == "runs" || o.mode == "webhooks") && (o.workers+1)*(o.pool+store.DefaultStreamPoolSize+1)+10 > 100 {
 		return fmt.Errorf("%d processes × (-pool %d + %d stream pool + 1 listener) connections (+10 for the load test) exceed PostgreSQL's max_connections of 100: lower -pool or -workers",
 			o.workers+1, o.pool, store.DefaultStreamPoolSize)
 	}

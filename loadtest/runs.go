@@ -21,7 +21,8 @@ import (
 // orders that still have something refundable.
 type starter struct {
 	c      *apiClient
-	prefix string // idempotency keys start with it, so SQL finds this invocation's runs
+	prefix string           // idempotency keys start with it, so SQL finds this invocation's runs
+	pace   <-chan time.Time // a start waits for a tick (-rpm); nil: no wait
 
 	mu     sync.Mutex
 	orders []order
@@ -49,6 +50,13 @@ func (s *starter) loadOrders(ctx context.Context) error {
 }
 
 func (s *starter) start(ctx context.Context) (runJSON, error) {
+	if s.pace != nil {
+		select {
+		case <-s.pace:
+		case <-ctx.Done():
+			return runJSON{}, ctx.Err()
+		}
+	}
 	s.mu.Lock()
 	var o *order
 	for range len(s.orders) {
@@ -133,6 +141,17 @@ func runRuns(ctx context.Context, e *env) (*runsSummary, error) {
 	if err != nil {
 		return nil, err
 	}
+	if _, err := e.loadWindow(ctx, base, pids, sum); err != nil {
+		return nil, err
+	}
+	return sum, nil
+}
+
+// loadWindow keeps -inflight runs going against base (at most -rpm starts
+// a minute, when set), measures the window after the warm-up into sum,
+// and returns the window measured.
+func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runsSummary) (*sampler, error) {
+	o := e.o
 	db, err := sql.Open("postgres", e.dbURL)
 	if err != nil {
 		return nil, err
@@ -141,6 +160,7 @@ func runRuns(ctx context.Context, e *env) (*runsSummary, error) {
 	db.SetMaxOpenConns(2)
 	tag := make([]byte, 4)
 	rand.Read(tag)
+	pace := newPacer(ctx, o.rpm)
 	prefix := "lt-" + hex.EncodeToString(tag) + "-"
 	var starters []*starter
 	for i := range max(len(o.emails), 1) {
@@ -151,7 +171,7 @@ func runRuns(ctx context.Context, e *env) (*runsSummary, error) {
 		if err != nil {
 			return nil, err
 		}
-		s := &starter{c: c, prefix: prefix}
+		s := &starter{c: c, prefix: prefix, pace: pace}
 		if err := s.loadOrders(ctx); err != nil {
 			return nil, err
 		}
@@ -184,7 +204,17 @@ func runRuns(ctx context.Context, e *env) (*runsSummary, error) {
 		sum.FirstError = err.Error()
 	}
 	sum.finish()
-	return sum, nil
+	return smp, nil
+}
+
+// newPacer hands out rpm starts a minute, evenly; nil (rpm 0): no limit.
+func newPacer(ctx context.Context, rpm int) <-chan time.Time {
+	if rpm <= 0 {
+		return nil
+	}
+	t := time.NewTicker(time.Minute / time.Duration(rpm))
+	context.AfterFunc(ctx, t.Stop)
+	return t.C
 }
 
 func cmpOr(s, def string) string {
