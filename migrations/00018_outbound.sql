@@ -83,6 +83,10 @@ CREATE TABLE webhook_deliveries (
 );
 CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_run_idx ON webhook_deliveries (run_id, seq);
+-- What an endpoint still owes (its lag), and the resends asked for: both
+-- read at every turn of the engine, neither may scan what was delivered.
+CREATE INDEX webhook_deliveries_pending_idx ON webhook_deliveries (endpoint_id, event_at) WHERE state = 'pending';
+CREATE INDEX webhook_deliveries_resend_idx ON webhook_deliveries (resend_at) WHERE resend_at IS NOT NULL;
 
 -- Every attempt of a delivery, for the admin's page (recent deliveries).
 CREATE TABLE webhook_attempts (

@@ -1,11 +1,15 @@
 package store
 
 import (
+	"cmp"
 	"context"
 	"database/sql"
+	"fmt"
+	"slices"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/lib/pq"
 )
 
 // QueuedEvent is a business event in the outbox (outbound_queue), waiting
@@ -64,4 +68,393 @@ type Mail struct {
 	LastError   sql.NullString `db:"last_error"`
 	CreatedAt   time.Time      `db:"created_at"`
 	SentAt      sql.NullTime   `db:"sent_at"`
+}
+
+// fanOutLock is the advisory lock one dispatcher holds while it fans out:
+// one at a time across every process, so a run's events reach their
+// destinations in seq order ("refundd outbound" as a number).
+const fanOutLock int64 = 0x7266_6464_6f75_7462
+
+// FanOut moves up to limit events from the outbox to their destinations,
+// oldest first, in one transaction: a webhook delivery for every endpoint
+// that wants the event's type and existed when it was committed, and the
+// emails planner plans (planner may be nil: no email). The events leave
+// the outbox in the same transaction, so each is fanned out once. Only one
+// dispatcher works at a time: when another holds the lock, FanOut returns
+// 0 at once. It returns how many events it fanned out.
+func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int, error) {
+	var n int
+	err := s.inTx(ctx, func(tx *txn) error {
+		var locked bool
+		if err := tx.GetContext(ctx, &locked, `SELECT pg_try_advisory_xact_lock($1)`, fanOutLock); err != nil {
+			return fmt.Errorf("store: fan out: lock: %w", err)
+		}
+		if !locked {
+			return nil
+		}
+		// A later statement than the lock's: it sees every delete the
+		// previous dispatcher committed before it let go.
+		var evs []QueuedEvent
+		if err := tx.SelectContext(ctx, &evs, `SELECT id, run_id, seq, event_id, type, correlation_id, parent_run_id, created_at
+            FROM outbound_queue ORDER BY id LIMIT $1`, limit); err != nil {
+			return fmt.Errorf("store: fan out: read outbox: %w", err)
+		}
+		if len(evs) == 0 {
+			return nil
+		}
+		ids := make([]int64, len(evs))
+		for i, ev := range evs {
+			ids[i] = ev.ID
+		}
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (endpoint_id, run_id, seq, event_id, type, event_at)
+            SELECT e.id, q.run_id, q.seq, q.event_id, q.type, q.created_at
+            FROM outbound_queue q JOIN webhook_endpoints e
+              ON (e.event_types IS NULL OR cardinality(e.event_types) = 0 OR q.type = ANY (e.event_types))
+             AND e.created_at <= q.created_at
+            WHERE q.id = ANY ($1)
+            ON CONFLICT DO NOTHING`, pq.Array(ids)); err != nil {
+			return fmt.Errorf("store: fan out: deliveries: %w", err)
+		}
+		if planner != nil {
+			if err := planMails(ctx, tx, planner, evs); err != nil {
+				return err
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM outbound_queue WHERE id = ANY ($1)`, pq.Array(ids)); err != nil {
+			return fmt.Errorf("store: fan out: drain outbox: %w", err)
+		}
+		n = len(evs)
+		return nil
+	})
+	if err != nil {
+		return 0, err
+	}
+	return n, nil
+}
+
+// planMails records in the mail ledger the emails planner plans for evs.
+func planMails(ctx context.Context, tx *txn, planner MailPlanner, evs []QueuedEvent) error {
+	var ids, kinds, recipients, subjects, bodies []string
+	var runs []string
+	var users []sql.NullInt64
+	for _, ev := range evs {
+		mails, err := planner.Plan(ctx, ev)
+		if err != nil {
+			return fmt.Errorf("store: fan out: plan mail of %s %d: %w", ev.RunID, ev.Seq, err)
+		}
+		for _, m := range mails {
+			ids, kinds, recipients = append(ids, m.MessageID), append(kinds, m.Kind), append(recipients, m.Recipient)
+			subjects, bodies, runs = append(subjects, m.Subject), append(bodies, m.Body), append(runs, m.RunID.String())
+			users = append(users, sql.NullInt64{Int64: m.UserID, Valid: m.UserID != 0})
+		}
+	}
+	if len(ids) == 0 {
+		return nil
+	}
+	if _, err := tx.ExecContext(ctx, `INSERT INTO mails (message_id, run_id, kind, user_id, recipient, subject, body)
+        SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
+        ON CONFLICT DO NOTHING`, pq.Array(ids), pq.Array(runs), pq.Array(kinds), pq.Array(users),
+		pq.Array(recipients), pq.Array(subjects), pq.Array(bodies)); err != nil {
+		return fmt.Errorf("store: fan out: mails: %w", err)
+	}
+	return nil
+}
+
+// Delivery is a webhook delivery a worker leased to send: where, signed
+// with what, and the event exactly as the API streams it.
+type Delivery struct {
+	EndpointID uuid.UUID
+	URL        string
+	// Secrets sign the delivery: the endpoint's current secret, and its
+	// previous one while a rotation overlaps.
+	Secrets []string
+	Event   Event
+	// Attempts were made before this one.
+	Attempts int
+	// Resend: an admin asked to send an acknowledged delivery again; it is
+	// sent outside the run's order and its outcome changes no state.
+	Resend bool
+	// Pruned: retention removed the event before it was delivered (Event
+	// holds only its run, seq and ID); there is nothing left to send.
+	Pruned bool
+}
+
+// DeliveryClaim says how many deliveries a worker can take now.
+type DeliveryClaim struct {
+	Limit int           // deliveries in all
+	Lease time.Duration // how long the worker holds each
+	// PerEndpoint caps the deliveries of one endpoint; Busy are the ones
+	// the worker already has in flight, by endpoint (an endpoint with
+	// PerEndpoint of them is not claimed from).
+	PerEndpoint int
+	Busy        map[uuid.UUID]int
+}
+
+// claimDeliveriesSQL leases due deliveries. A pending delivery is due when
+// its time has come, no lease holds it, its endpoint is enabled, and no
+// earlier event of its run still waits for that endpoint: per run in seq
+// order, runs in parallel. A resend an admin asked for is due at its
+// resend_at, in no order. The window caps each endpoint at its room.
+const claimDeliveriesSQL = `
+WITH room AS (
+    SELECT * FROM unnest($3::uuid[], $4::int[]) AS r(endpoint_id, room)
+), due AS (
+    SELECT d.endpoint_id, d.run_id, d.seq, d.state <> 'pending' AS resend,
+        CASE WHEN d.state = 'pending' THEN d.next_at ELSE d.resend_at END AS due_at
+    FROM webhook_deliveries d
+    JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.disabled_at IS NULL
+    WHERE (d.leased_until IS NULL OR d.leased_until < now())
+      AND NOT EXISTS (SELECT 1 FROM room WHERE room.endpoint_id = d.endpoint_id AND room.room <= 0)
+      AND ((d.state = 'pending' AND d.next_at <= now()
+            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
+                WHERE p.endpoint_id = d.endpoint_id AND p.run_id = d.run_id AND p.seq < d.seq AND p.state = 'pending'))
+        OR (d.state <> 'pending' AND d.resend_at <= now()))
+    ORDER BY due_at
+    LIMIT $1 * 2
+    FOR UPDATE OF d SKIP LOCKED
+), picked AS (
+    SELECT endpoint_id, run_id, seq, resend FROM (
+        SELECT due.*, row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.due_at) AS n,
+            COALESCE((SELECT room FROM room WHERE room.endpoint_id = due.endpoint_id), $5) AS room
+        FROM due) ranked
+    WHERE n <= room
+    ORDER BY due_at
+    LIMIT $1
+), leased AS (
+    UPDATE webhook_deliveries d SET leased_until = now() + $2::interval
+    FROM picked WHERE d.endpoint_id = picked.endpoint_id AND d.run_id = picked.run_id AND d.seq = picked.seq
+    RETURNING d.endpoint_id, d.run_id, d.seq, d.event_id, d.attempts, picked.resend
+)
+SELECT l.attempts, l.resend, ev.run_id IS NULL AS pruned,
+    e.id, e.url, e.description, e.event_types, e.secret, e.previous_secret, e.previous_until,
+    e.created_by, e.created_at, e.disabled_at, e.disabled_reason, e.failing_since,
+    l.run_id AS "ev.run_id", ev.parent_run_id AS "ev.parent_run_id", COALESCE(ev.correlation_id, l.run_id) AS "ev.correlation_id",
+    l.seq AS "ev.seq", l.event_id AS "ev.event_id", COALESCE(ev.type, '') AS "ev.type", COALESCE(ev.class, '') AS "ev.class",
+    COALESCE(ev.payload, 'null'::jsonb) AS "ev.payload", COALESCE(ev.created_at, now()) AS "ev.created_at"
+FROM leased l
+JOIN webhook_endpoints e ON e.id = l.endpoint_id
+LEFT JOIN run_events ev ON ev.run_id = l.run_id AND ev.seq = l.seq`
+
+// ClaimDeliveries leases the deliveries due now, up to c's limits, for
+// c.Lease (FOR UPDATE SKIP LOCKED: any number of workers claim side by
+// side). The worker records each one's outcome (RecordDeliveries), which
+// ends its lease; a worker that dies leaves it to be claimed again once
+// the lease runs out.
+func (s *Store) ClaimDeliveries(ctx context.Context, c DeliveryClaim) ([]Delivery, error) {
+	if c.Limit <= 0 {
+		return nil, nil
+	}
+	var busyIDs []string
+	var rooms []int64
+	for id, n := range c.Busy {
+		busyIDs, rooms = append(busyIDs, id.String()), append(rooms, int64(c.PerEndpoint-n))
+	}
+	var rows []struct {
+		Attempts int  `db:"attempts"`
+		Resend   bool `db:"resend"`
+		Pruned   bool `db:"pruned"`
+		WebhookEndpoint
+		Ev Event `db:"ev"`
+	}
+	err := s.db.SelectContext(ctx, &rows, claimDeliveriesSQL, c.Limit, interval(c.Lease),
+		pq.Array(busyIDs), pq.Array(rooms), c.PerEndpoint)
+	if err != nil {
+		return nil, fmt.Errorf("store: claim deliveries: %w", err)
+	}
+	now := time.Now()
+	out := make([]Delivery, len(rows))
+	for i, r := range rows {
+		out[i] = Delivery{EndpointID: r.ID, URL: r.URL, Secrets: r.Secrets(now), Event: r.Ev,
+			Attempts: r.Attempts, Resend: r.Resend, Pruned: r.Pruned}
+	}
+	return out, nil
+}
+
+// Outcomes of one delivery attempt (DeliveryResult.Outcome).
+const (
+	DeliveryDelivered = "delivered" // a 2xx: acknowledged
+	DeliveryRetry     = "retry"     // anything else: tried again at NextAt
+	DeliveryGone      = "gone"      // 410 Gone: the endpoint is disabled
+	DeliveryPruned    = "pruned"    // the event is no longer kept: skipped
+)
+
+// DeliveryResult is what one attempt of a claimed delivery came to.
+type DeliveryResult struct {
+	EndpointID uuid.UUID
+	RunID      uuid.UUID
+	Seq        int64
+	EventID    uuid.UUID
+	Resend     bool
+	Outcome    string
+	Status     int    // the HTTP status; 0 when no answer came
+	Error      string // why it failed, for the admin; "" when delivered
+	Duration   time.Duration
+	At         time.Time // when the attempt began
+	NextAt     time.Time // the next try, for DeliveryRetry
+}
+
+// recordDeliveriesSQL ends the leases of the attempted deliveries and
+// records each attempt. A delivery another worker delivered meanwhile (its
+// lease ran out) stays delivered; a resend changes no state, and a failed
+// resend is tried again at its next time.
+const recordDeliveriesSQL = `
+WITH o AS (
+    SELECT * FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bool[], $5::text[], $6::int[], $7::text[],
+        $8::int[], $9::timestamptz[], $10::timestamptz[])
+        AS o(endpoint_id, run_id, seq, resend, outcome, status, error, duration_ms, at, next_at)
+), u AS (
+    UPDATE webhook_deliveries d SET
+        state = CASE WHEN o.outcome = 'delivered' AND d.state = 'pending' THEN 'delivered'
+                     WHEN o.outcome = 'pruned' AND d.state = 'pending' THEN 'skipped' ELSE d.state END,
+        delivered_at = CASE WHEN o.outcome = 'delivered' AND d.state = 'pending' THEN now() ELSE d.delivered_at END,
+        next_at = CASE WHEN o.outcome = 'retry' AND NOT o.resend AND d.state = 'pending' THEN o.next_at ELSE d.next_at END,
+        resend_at = CASE WHEN o.resend AND o.outcome = 'retry' THEN o.next_at
+                         WHEN o.resend OR o.outcome = 'delivered' THEN NULL ELSE d.resend_at END,
+        attempts = d.attempts + CASE WHEN o.outcome = 'pruned' THEN 0 ELSE 1 END,
+        last_status = NULLIF(o.status, 0), last_error = NULLIF(o.error, ''), last_duration_ms = o.duration_ms,
+        last_attempt_at = o.at, leased_until = NULL
+    FROM o
+    WHERE d.endpoint_id = o.endpoint_id AND d.run_id = o.run_id AND d.seq = o.seq
+    RETURNING d.endpoint_id, d.run_id, d.seq, d.event_id, d.attempts
+)
+INSERT INTO webhook_attempts (endpoint_id, run_id, seq, event_id, attempt, status, error, duration_ms, next_at, at)
+SELECT u.endpoint_id, u.run_id, u.seq, u.event_id, u.attempts, NULLIF(o.status, 0), NULLIF(o.error, ''), o.duration_ms,
+    CASE WHEN o.outcome = 'retry' THEN o.next_at END, o.at
+FROM u JOIN o ON o.endpoint_id = u.endpoint_id AND o.run_id = u.run_id AND o.seq = u.seq
+WHERE o.outcome <> 'pruned'`
+
+// RecordDeliveries records the outcomes of many attempts in one
+// transaction: the deliveries' new states and leases ended, an attempt row
+// each, and what they say of their endpoints: a success clears an
+// endpoint's failing_since, a failure sets it if unset, an endpoint failing
+// for disableAfter (or answering 410 Gone) is disabled. It returns the
+// endpoints it disabled.
+func (s *Store) RecordDeliveries(ctx context.Context, results []DeliveryResult, disableAfter time.Duration) ([]uuid.UUID, error) {
+	if len(results) == 0 {
+		return nil, nil
+	}
+	n := len(results)
+	var (
+		eps, runs        = make([]string, n), make([]string, n)
+		seqs             = make([]int64, n)
+		resends          = make([]bool, n)
+		outcomes, errs   = make([]string, n), make([]string, n)
+		statuses, millis = make([]int64, n), make([]int64, n)
+		ats, nexts       = make([]string, n), make([]string, n)
+	)
+	for i, r := range results {
+		eps[i], runs[i], seqs[i], resends[i] = r.EndpointID.String(), r.RunID.String(), r.Seq, r.Resend
+		outcomes[i], errs[i], statuses[i], millis[i] = r.Outcome, r.Error, int64(r.Status), r.Duration.Milliseconds()
+		at, next := cmp.Or(r.At, time.Now()), r.NextAt
+		if next.IsZero() {
+			next = at
+		}
+		ats[i], nexts[i] = at.UTC().Format(time.RFC3339Nano), next.UTC().Format(time.RFC3339Nano)
+	}
+	var disabled []uuid.UUID
+	err := s.inTx(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, recordDeliveriesSQL, pq.Array(eps), pq.Array(runs), pq.Array(seqs), pq.Array(resends),
+			pq.Array(outcomes), pq.Array(statuses), pq.Array(errs), pq.Array(millis), pq.Array(ats), pq.Array(nexts)); err != nil {
+			return fmt.Errorf("store: record deliveries: %w", err)
+		}
+		var err error
+		disabled, err = noteEndpoints(ctx, tx, endpointNewsOf(results), disableAfter)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return disabled, nil
+}
+
+// endpointNews is what a batch of attempts says of each endpoint.
+type endpointNews struct {
+	ok bool // a success came
+	// failingSince is the first failure after the batch's last success
+	// (zero if none): the endpoint fails since then, or since earlier if
+	// no success came.
+	failingSince time.Time
+	gone         bool
+}
+
+func endpointNewsOf(results []DeliveryResult) map[uuid.UUID]*endpointNews {
+	sorted := slices.Clone(results)
+	slices.SortStableFunc(sorted, func(a, b DeliveryResult) int { return a.At.Compare(b.At) })
+	news := map[uuid.UUID]*endpointNews{}
+	for _, r := range sorted {
+		n := news[r.EndpointID]
+		if n == nil {
+			n = &endpointNews{}
+			news[r.EndpointID] = n
+		}
+		switch r.Outcome {
+		case DeliveryDelivered:
+			n.ok, n.failingSince = true, time.Time{}
+		case DeliveryRetry:
+			if n.failingSince.IsZero() {
+				n.failingSince = cmp.Or(r.At, time.Now())
+			}
+		case DeliveryGone:
+			n.gone = true
+		}
+	}
+	return news
+}
+
+// noteEndpoints writes what a batch of attempts says of their endpoints
+// and disables those gone or failing for disableAfter; it returns those
+// it disabled.
+func noteEndpoints(ctx context.Context, tx *txn, news map[uuid.UUID]*endpointNews, disableAfter time.Duration) ([]uuid.UUID, error) {
+	var ids []string
+	var oks, gones []bool
+	var since []sql.NullString
+	for id, n := range news {
+		ids, oks, gones = append(ids, id.String()), append(oks, n.ok), append(gones, n.gone)
+		s := sql.NullString{String: n.failingSince.UTC().Format(time.RFC3339Nano), Valid: !n.failingSince.IsZero()}
+		since = append(since, s)
+	}
+	var disabled []uuid.UUID
+	err := tx.SelectContext(ctx, &disabled, `
+WITH n AS (
+    SELECT * FROM unnest($1::uuid[], $2::bool[], $3::timestamptz[], $4::bool[]) AS n(id, ok, since, gone)
+), noted AS (
+    UPDATE webhook_endpoints e SET failing_since = CASE
+            WHEN n.since IS NULL AND n.ok THEN NULL
+            WHEN n.since IS NULL THEN e.failing_since
+            WHEN n.ok THEN n.since
+            ELSE COALESCE(e.failing_since, n.since) END
+    FROM n WHERE e.id = n.id
+    RETURNING e.id, e.failing_since, e.disabled_at, n.gone
+)
+UPDATE webhook_endpoints e SET disabled_at = now(),
+    disabled_reason = CASE WHEN noted.gone THEN '`+WebhookGone+`' ELSE '`+WebhookFailing+`' END
+FROM noted
+WHERE e.id = noted.id AND noted.disabled_at IS NULL
+  AND (noted.gone OR noted.failing_since < now() - $5::interval)
+RETURNING e.id`, pq.Array(ids), pq.Array(oks), pq.Array(since), pq.Array(gones), interval(disableAfter))
+	if err != nil {
+		return nil, fmt.Errorf("store: note webhook endpoints: %w", err)
+	}
+	return disabled, nil
+}
+
+// WebhookLag is, for every endpoint, the age of its oldest event not yet
+// acknowledged (zero when it has none): how far behind it is.
+func (s *Store) WebhookLag(ctx context.Context) (map[uuid.UUID]time.Duration, error) {
+	var rows []struct {
+		ID  uuid.UUID `db:"id"`
+		Lag float64   `db:"lag"`
+	}
+	err := s.db.SelectContext(ctx, &rows, `SELECT e.id,
+            COALESCE(extract(epoch FROM now() - (SELECT min(d.event_at) FROM webhook_deliveries d
+                WHERE d.endpoint_id = e.id AND d.state = 'pending')), 0)::float8 AS lag
+        FROM webhook_endpoints e`)
+	if err != nil {
+		return nil, fmt.Errorf("store: webhook lag: %w", err)
+	}
+	out := make(map[uuid.UUID]time.Duration, len(rows))
+	for _, r := range rows {
+		out[r.ID] = max(0, time.Duration(r.Lag*float64(time.Second)))
+	}
+	return out, nil
 }

@@ -92,3 +92,18 @@ func init() {
 func Handler() http.Handler {
 	return promhttp.HandlerFor(Registry, promhttp.HandlerOpts{Registry: Registry})
 }
+
+// The outbound engine (outbound).
+var (
+	WebhookDeliveries = counterVec("refundd_webhook_deliveries_total",
+		"Webhook delivery attempts by outcome: delivered (2xx), retry (anything else, a redirect, no answer in time), "+
+			"gone (410: the endpoint was disabled), refused (the address is not allowed; retried like a failure).", "outcome")
+	WebhookLag = gaugeVec("refundd_webhook_lag_seconds",
+		"Per webhook endpoint, the age of its oldest business event not yet acknowledged (0: caught up).", "endpoint")
+)
+
+func gaugeVec(name, help string, labels ...string) *prometheus.GaugeVec {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Name: name, Help: help}, labels)
+	Registry.MustRegister(g)
+	return g
+}
