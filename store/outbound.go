@@ -414,24 +414,30 @@ func noteEndpoints(ctx context.Context, tx *txn, news map[uuid.UUID]*endpointNew
 		since = append(since, s)
 	}
 	var disabled []uuid.UUID
+	// One UPDATE: a row a statement has updated cannot be updated again
+	// by the same statement, so the new failing_since and what it means
+	// are computed beside it, from the row as it was.
 	err := tx.SelectContext(ctx, &disabled, `
 WITH n AS (
-    SELECT * FROM unnest($1::uuid[], $2::bool[], $3::timestamptz[], $4::bool[]) AS n(id, ok, since, gone)
-), noted AS (
-    UPDATE webhook_endpoints e SET failing_since = CASE
+    SELECT n.id, n.gone, cur.disabled_at IS NULL AS enabled, CASE
             WHEN n.since IS NULL AND n.ok THEN NULL
-            WHEN n.since IS NULL THEN e.failing_since
+            WHEN n.since IS NULL THEN cur.failing_since
             WHEN n.ok THEN n.since
-            ELSE COALESCE(e.failing_since, n.since) END
-    FROM n WHERE e.id = n.id
-    RETURNING e.id, e.failing_since, e.disabled_at, n.gone
+            ELSE COALESCE(cur.failing_since, n.since) END AS failing_since
+    FROM unnest($1::uuid[], $2::bool[], $3::timestamptz[], $4::bool[]) AS n(id, ok, since, gone)
+    JOIN webhook_endpoints cur ON cur.id = n.id
+), x AS (
+    SELECT n.*, COALESCE(n.enabled AND (n.gone OR n.failing_since < now() - $5::interval), false) AS disable FROM n
+), u AS (
+    UPDATE webhook_endpoints e SET failing_since = x.failing_since,
+        disabled_at = CASE WHEN x.disable THEN now() ELSE e.disabled_at END,
+        disabled_reason = CASE WHEN NOT x.disable THEN e.disabled_reason
+            WHEN x.gone THEN '`+WebhookGone+`' ELSE '`+WebhookFailing+`' END
+    FROM x
+    WHERE e.id = x.id
+    RETURNING e.id, x.disable
 )
-UPDATE webhook_endpoints e SET disabled_at = now(),
-    disabled_reason = CASE WHEN noted.gone THEN '`+WebhookGone+`' ELSE '`+WebhookFailing+`' END
-FROM noted
-WHERE e.id = noted.id AND noted.disabled_at IS NULL
-  AND (noted.gone OR noted.failing_since < now() - $5::interval)
-RETURNING e.id`, pq.Array(ids), pq.Array(oks), pq.Array(since), pq.Array(gones), interval(disableAfter))
+SELECT id FROM u WHERE disable`, pq.Array(ids), pq.Array(oks), pq.Array(since), pq.Array(gones), interval(disableAfter))
 	if err != nil {
 		return nil, fmt.Errorf("store: note webhook endpoints: %w", err)
 	}
