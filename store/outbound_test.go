@@ -101,7 +101,9 @@ func (f *outboxFixture) record(t *testing.T, outcome string, ds ...store.Deliver
 
 type plannerFunc func(ev store.QueuedEvent) []store.NewMail
 
-func (p plannerFunc) Plan(_ context.Context, ev store.QueuedEvent) ([]store.NewMail, error) { return p(ev), nil }
+func (p plannerFunc) Plan(_ context.Context, ev store.QueuedEvent) ([]store.NewMail, error) {
+	return p(ev), nil
+}
 
 func TestFanOut_EveryEndpointThatWants(t *testing.T) {
 	t.Parallel()
