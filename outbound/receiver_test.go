@@ -250,4 +250,3 @@ func mustEndpoint(t testing.TB, st *store.Store, url string, types ...string) (s
 	}
 	return ep, secret
 }
-
