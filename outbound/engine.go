@@ -263,6 +263,8 @@ func (e *Engine) deliver(ctx context.Context, d store.Delivery) outcome {
 	}
 	r.Outcome = store.DeliveryRetry
 	r.NextAt = time.Now().Add(e.retryIn(d.Attempts+1, a))
+	e.logger.Debug("outbound: webhook attempt failed", "endpoint", d.EndpointID, "run", d.Event.RunID, "seq", d.Event.Seq,
+		"attempt", d.Attempts+1, "err", r.Error, "next", r.NextAt)
 	if a.refused {
 		return outcome{r, "refused"}
 	}
