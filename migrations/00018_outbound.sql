@@ -81,10 +81,11 @@ CREATE TABLE webhook_deliveries (
     created_at      TIMESTAMPTZ NOT NULL DEFAULT now(),
     PRIMARY KEY (endpoint_id, run_id, seq)
 );
-CREATE INDEX webhook_deliveries_due_idx ON webhook_deliveries (next_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_run_idx ON webhook_deliveries (run_id, seq);
--- What an endpoint still owes (its lag), and the resends asked for: both
--- read at every turn of the engine, neither may scan what was delivered.
+-- What is due, per endpoint (so a disabled endpoint's backlog is never
+-- read), what an endpoint still owes (its lag), and the resends asked for:
+-- read at every turn of the engine, none may scan what was delivered.
+CREATE INDEX webhook_deliveries_next_idx ON webhook_deliveries (endpoint_id, next_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_pending_idx ON webhook_deliveries (endpoint_id, event_at) WHERE state = 'pending';
 CREATE INDEX webhook_deliveries_resend_idx ON webhook_deliveries (resend_at) WHERE resend_at IS NOT NULL;
 

@@ -106,8 +106,12 @@ func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int
 		for i, ev := range evs {
 			ids[i] = ev.ID
 		}
-		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (endpoint_id, run_id, seq, event_id, type, event_at)
-            SELECT e.id, q.run_id, q.seq, q.event_id, q.type, q.created_at
+		// An event behind one of its run's that waits for a retry is due
+		// no sooner than that one: the claims never read it before.
+		if _, err := tx.ExecContext(ctx, `INSERT INTO webhook_deliveries (endpoint_id, run_id, seq, event_id, type, event_at, next_at)
+            SELECT e.id, q.run_id, q.seq, q.event_id, q.type, q.created_at,
+                GREATEST(now(), (SELECT max(p.next_at) FROM webhook_deliveries p
+                    WHERE p.endpoint_id = e.id AND p.run_id = q.run_id AND p.state = 'pending'))
             FROM outbound_queue q JOIN webhook_endpoints e
               ON (e.event_types IS NULL OR cardinality(e.event_types) = 0 OR q.type = ANY (e.event_types))
              AND e.created_at <= q.created_at
@@ -194,30 +198,38 @@ type DeliveryClaim struct {
 // its time has come, no lease holds it, its endpoint is enabled, and no
 // earlier event of its run still waits for that endpoint: per run in seq
 // order, runs in parallel. A resend an admin asked for is due at its
-// resend_at, in no order. The window caps each endpoint at its room.
+// resend_at, in no order. Each endpoint gives at most its room, oldest due
+// first; a disabled endpoint's backlog is never read.
 const claimDeliveriesSQL = `
 WITH room AS (
     SELECT * FROM unnest($3::uuid[], $4::int[]) AS r(endpoint_id, room)
-), due AS (
-    SELECT d.endpoint_id, d.run_id, d.seq, d.state <> 'pending' AS resend,
-        CASE WHEN d.state = 'pending' THEN d.next_at ELSE d.resend_at END AS due_at
-    FROM webhook_deliveries d
-    JOIN webhook_endpoints e ON e.id = d.endpoint_id AND e.disabled_at IS NULL
-    WHERE (d.leased_until IS NULL OR d.leased_until < now())
-      AND NOT EXISTS (SELECT 1 FROM room WHERE room.endpoint_id = d.endpoint_id AND room.room <= 0)
-      AND ((d.state = 'pending' AND d.next_at <= now()
-            AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
-                WHERE p.endpoint_id = d.endpoint_id AND p.run_id = d.run_id AND p.seq < d.seq AND p.state = 'pending'))
-        OR (d.state <> 'pending' AND d.resend_at <= now()))
-    ORDER BY due_at
-    LIMIT $1 * 2
+), eps AS (
+    SELECT * FROM (
+        SELECT e.id, LEAST(COALESCE(room.room, $5), $1) AS room
+        FROM webhook_endpoints e LEFT JOIN room ON room.endpoint_id = e.id
+        WHERE e.disabled_at IS NULL) e
+    WHERE room > 0
+), heads AS (
+    SELECT h.endpoint_id, h.run_id, h.seq, false AS resend, h.next_at AS due_at
+    FROM eps CROSS JOIN LATERAL (
+        SELECT d.endpoint_id, d.run_id, d.seq, d.next_at FROM webhook_deliveries d
+        WHERE d.endpoint_id = eps.id AND d.state = 'pending' AND d.next_at <= now()
+          AND (d.leased_until IS NULL OR d.leased_until < now())
+          AND NOT EXISTS (SELECT 1 FROM webhook_deliveries p
+              WHERE p.endpoint_id = d.endpoint_id AND p.run_id = d.run_id AND p.seq < d.seq AND p.state = 'pending')
+        ORDER BY d.next_at
+        LIMIT eps.room
+        FOR UPDATE OF d SKIP LOCKED
+    ) h
+), resends AS (
+    SELECT d.endpoint_id, d.run_id, d.seq, true AS resend, d.resend_at AS due_at
+    FROM webhook_deliveries d JOIN eps ON eps.id = d.endpoint_id
+    WHERE d.resend_at <= now() AND d.state <> 'pending' AND (d.leased_until IS NULL OR d.leased_until < now())
+    ORDER BY d.resend_at
+    LIMIT $1
     FOR UPDATE OF d SKIP LOCKED
 ), picked AS (
-    SELECT endpoint_id, run_id, seq, resend FROM (
-        SELECT due.*, row_number() OVER (PARTITION BY due.endpoint_id ORDER BY due.due_at) AS n,
-            COALESCE((SELECT room FROM room WHERE room.endpoint_id = due.endpoint_id), $5) AS room
-        FROM due) ranked
-    WHERE n <= room
+    SELECT * FROM (SELECT * FROM heads UNION ALL SELECT * FROM resends) c
     ORDER BY due_at
     LIMIT $1
 ), leased AS (
@@ -356,6 +368,21 @@ func (s *Store) RecordDeliveries(ctx context.Context, results []DeliveryResult, 
 		if _, err := tx.ExecContext(ctx, recordDeliveriesSQL, pq.Array(eps), pq.Array(runs), pq.Array(seqs), pq.Array(resends),
 			pq.Array(outcomes), pq.Array(statuses), pq.Array(errs), pq.Array(millis), pq.Array(ats), pq.Array(nexts)); err != nil {
 			return fmt.Errorf("store: record deliveries: %w", err)
+		}
+		// The events behind a delivery that waits for a retry wait as
+		// long, so that the claims do not read them at every turn; once
+		// it is delivered they are due. A later statement: a fan-out that
+		// committed meanwhile is seen.
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries d
+            SET next_at = CASE WHEN o.outcome = 'retry' THEN o.next_at ELSE now() END
+            FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bool[], $5::text[], $6::timestamptz[])
+                AS o(endpoint_id, run_id, seq, resend, outcome, next_at)
+            WHERE NOT o.resend AND d.endpoint_id = o.endpoint_id AND d.run_id = o.run_id AND d.seq > o.seq
+              AND d.state = 'pending'
+              AND ((o.outcome = 'retry' AND d.next_at < o.next_at)
+                OR (o.outcome IN ('delivered', 'pruned') AND d.next_at > now()))`,
+			pq.Array(eps), pq.Array(runs), pq.Array(seqs), pq.Array(resends), pq.Array(outcomes), pq.Array(nexts)); err != nil {
+			return fmt.Errorf("store: record deliveries: hold back: %w", err)
 		}
 		var err error
 		disabled, err = noteEndpoints(ctx, tx, endpointNewsOf(results), disableAfter)

@@ -370,3 +370,47 @@ func TestWebhookLag(t *testing.T) {
 		t.Errorf("lag of the endpoint caught up: %v (listed %v), want 0", got, ok)
 	}
 }
+
+// TestRecordDeliveries_HoldsBackTheRun: the events behind a delivery that
+// waits for a retry wait as long (the claims never read them meanwhile),
+// those fanned out later too, and they are due once it is delivered.
+func TestRecordDeliveries_HoldsBackTheRun(t *testing.T) {
+	t.Parallel()
+	f := newOutbox(t)
+	ep := f.endpoint(t)
+	ctx := context.Background()
+	run, _, err := f.s.StartRun(ctx, store.StartRequest{OwnerID: f.parties.Customer.ID, ClientRequestID: "held",
+		OrderID: f.parties.Order.ID, Amount: 100, Reason: "broken"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{})); err != nil {
+		t.Fatal(err)
+	}
+	f.fanOut(t, nil)
+	head := f.claim(t, 10, nil)[0]
+	later := time.Now().Add(time.Hour)
+	if _, err := f.s.RecordDeliveries(ctx, []store.DeliveryResult{{EndpointID: head.EndpointID, RunID: head.Event.RunID,
+		Seq: head.Event.Seq, EventID: head.Event.EventID, Outcome: store.DeliveryRetry, Status: 503, At: time.Now(), NextAt: later}}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "No refund."); err != nil {
+		t.Fatal(err)
+	}
+	f.fanOut(t, nil)
+	if got := f.count(t, `SELECT count(*) FROM webhook_deliveries WHERE endpoint_id = $1 AND seq > $2 AND next_at < $3`,
+		ep.ID, head.Event.Seq, later.Add(-time.Second)); got != 0 {
+		t.Errorf("%d events behind the retried one are due before it, want 0", got)
+	}
+	if got := f.claim(t, 10, nil); len(got) != 0 {
+		t.Fatalf("claimed %d while the run's first event waits, want 0", len(got))
+	}
+	// Its time comes (moved here to now), it is delivered: the next is due.
+	if _, err := storetest.DB(t, f.s).Exec(`UPDATE webhook_deliveries SET next_at = now() WHERE seq = $1`, head.Event.Seq); err != nil {
+		t.Fatal(err)
+	}
+	f.record(t, store.DeliveryDelivered, f.claim(t, 10, nil)...)
+	if next := f.claim(t, 10, nil); len(next) != 1 || next[0].Event.Seq <= head.Event.Seq {
+		t.Errorf("after the delivery: claimed %d, want the run's next event", len(next))
+	}
+}
