@@ -96,6 +96,9 @@ type outcome struct {
 // New builds an engine; Start runs it.
 func New(cfg Config, st *store.Store, logger *slog.Logger) *Engine {
 	cfg.fill()
+	if logger == nil {
+		logger = slog.Default()
+	}
 	return &Engine{cfg: cfg, store: st, logger: logger, client: newClient(cfg.Policy, cfg.Timeout, cfg.PerEndpoint),
 		kick: make(chan struct{}, 1), results: make(chan outcome, cfg.Workers), busy: map[uuid.UUID]int{}}
 }
