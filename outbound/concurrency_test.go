@@ -102,4 +102,5 @@ func TestEngine_PerRunOrderAcrossEngines(t *testing.T) {
 			t.Errorf("receiver got %d POSTs for %d events, want each once", got, total(want))
 		}
 	}
+	wantVerified(t, st)
 }

@@ -39,6 +39,7 @@ func TestEngine_ReceiverKilledMidDelivery(t *testing.T) {
 	rcv.restart()
 	allDelivered(t, st, ep.ID, total(want), 30*time.Second)
 	rcv.wantAll(t, want)
+	wantVerified(t, st)
 	if got := rcv.count(); got <= total(want) {
 		t.Errorf("the receiver got %d POSTs for %d events: want some sent again after the kill", got, total(want))
 	}

@@ -160,3 +160,15 @@ func total(m map[uuid.UUID][]int64) int {
 	}
 	return n
 }
+
+// wantVerified fails unless refundd verify finds the database consistent.
+func wantVerified(t testing.TB, st *store.Store) {
+	t.Helper()
+	problems, err := st.Verify(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range problems {
+		t.Errorf("verify: %s", p)
+	}
+}
