@@ -82,9 +82,10 @@ type Engine struct {
 	inFlight int
 	busy     map[uuid.UUID]int // in flight by endpoint
 
-	stop  context.CancelCauseFunc
-	wg    sync.WaitGroup // the loops and sinks
-	sends sync.WaitGroup // deliveries in flight
+	stop    context.CancelCauseFunc
+	stopped <-chan struct{} // closed once the engine is told to stop
+	wg      sync.WaitGroup  // the loops and sinks
+	sends   sync.WaitGroup  // deliveries in flight
 }
 
 // outcome is one attempt's result, as recorded and as counted.
@@ -115,6 +116,7 @@ const lagEvery = 5 * time.Second
 // Start runs the engine until ctx ends or Stop.
 func (e *Engine) Start(ctx context.Context) {
 	ctx, e.stop = context.WithCancelCause(ctx)
+	e.stopped = ctx.Done()
 	e.wg.Go(func() { e.dispatch(ctx) })
 	e.wg.Go(func() { e.deliverLoop(ctx) })
 	e.wg.Go(e.recordLoop)
@@ -363,7 +365,7 @@ func (e *Engine) record(batch []outcome) {
 			}
 			return
 		}
-		if try == recordTries {
+		if try == recordTries || (try >= recordTriesStopping && e.stopping()) {
 			e.logger.Error("outbound: record webhook deliveries; they will be sent again when their lease ends",
 				"err", err, "deliveries", len(batch))
 			return
@@ -374,8 +376,21 @@ func (e *Engine) record(batch []outcome) {
 	}
 }
 
-// recordTries bounds the tries of one batch's record (about a minute).
-const recordTries = 15
+// recordTries bounds the tries of one batch's record (about a minute);
+// recordTriesStopping, once the engine is stopping, so Stop is prompt.
+const (
+	recordTries         = 15
+	recordTriesStopping = 3
+)
+
+func (e *Engine) stopping() bool {
+	select {
+	case <-e.stopped:
+		return true
+	default:
+		return false
+	}
+}
 
 // watchLag sets each endpoint's lag gauge every lagEvery, and removes the
 // gauges of endpoints that are gone.
