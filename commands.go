@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"time"
@@ -22,6 +24,7 @@ import (
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/internal/mailbox"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -76,6 +79,11 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	// dev's worker, and support's page of the provider's refunds, talk to
 	// dev's own provider, wherever it listens.
 	cfg.ProviderURL = provider.URL()
+	mailLine, stopMail, err := startDevMail(ctx, &cfg)
+	if err != nil {
+		return err
+	}
+	defer stopMail()
 	e, err := newWeb(cfg, st, listener, logger, true)
 	if err != nil {
 		return err
@@ -85,7 +93,8 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	return serveHTTP(ctx, e, cfg, logger, func(url, health string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
 		printHealth(stdout, health)
-		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n\n", cfg.ProviderURL, cfg.ProviderURL)
+		fmt.Fprintf(stdout, "Simulated payment provider at %s (its ledger: %s/refunds)\n", cfg.ProviderURL, cfg.ProviderURL)
+		fmt.Fprintf(stdout, "%s\n\n", mailLine)
 		fmt.Fprintf(stdout, "Demo logins, password %q:\n", devdb.DemoPassword)
 		for _, d := range devdb.DemoUsers {
 			fmt.Fprintf(stdout, "  %-24s %s\n", d.Email, d.Role)
@@ -95,6 +104,39 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 		}
 		fmt.Fprintf(stdout, "\nPress Ctrl-C to stop.\n")
 	})
+}
+
+// startDevMail runs dev's local mail server, unless SMTP_URL names
+// another, with the page of what it received on a small listener of its
+// own, and points cfg.SMTPURL at it. The mails are kept under
+// DATA_DIR/mail, so they outlive a restart. line is what dev prints about
+// it.
+func startDevMail(ctx context.Context, cfg *Config) (line string, stop func(), err error) {
+	if cfg.SMTPURL != "" {
+		return "Emails go to " + cfg.SMTPURL + " (SMTP_URL)", func() {}, nil
+	}
+	mb, err := mailbox.Start(ctx, "127.0.0.1:0", filepath.Join(cfg.DataDir, "mail"))
+	if err != nil {
+		return "", nil, err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		mb.Close()
+		return "", nil, fmt.Errorf("mail page: %w", err)
+	}
+	srv := &http.Server{Handler: mb.Handler(), ReadHeaderTimeout: 5 * time.Second}
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		srv.Serve(ln)
+	}()
+	cfg.SMTPURL = mb.URL()
+	line = fmt.Sprintf("Local mail server at %s (what it received: http://%s/)", mb.URL(), ln.Addr())
+	return line, func() {
+		srv.Close()
+		<-done
+		mb.Close()
+	}, nil
 }
 
 // runServe serves the web app. Several serve processes can share one

@@ -128,6 +128,14 @@ type Config struct {
 
 	LogLevel  slog.Level // LOG_LEVEL: debug, info, warn or error
 	LogFormat string     // LOG_FORMAT: text or json
+
+	// Email (issue 35). Added by the email branch so `dev` can point
+	// SMTPURL at its local mail server; reading SMTP_URL, MAIL_FROM and
+	// PUBLIC_URL from the environment (and README's rows) is the wiring's
+	// (reconcile on merge).
+	SMTPURL   string // SMTP_URL: where emails are sent; empty sends none (dev runs its own server)
+	MailFrom  string // MAIL_FROM: the emails' sender
+	PublicURL string // PUBLIC_URL: where people open refundd, for the links in emails
 }
 
 // LoadConfig reads and validates the environment through getenv. Every

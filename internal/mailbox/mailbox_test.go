@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"io"
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -75,8 +76,13 @@ func TestMailbox_KeepsAndShowsMail(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer again.Close()
+		elsewhere := httptest.NewRecorder()
+		again.Handler().ServeHTTP(elsewhere, httptest.NewRequest("GET", "http://rebound.example.com/", nil))
+		if elsewhere.Code != http.StatusMisdirectedRequest || strings.Contains(elsewhere.Body.String(), "ended.1.2") {
+			t.Errorf("a request to another name = %d %q, want 421 and no mail", elsewhere.Code, elsewhere.Body.String())
+		}
 		rec := httptest.NewRecorder()
-		again.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/", nil))
+		again.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "http://127.0.0.1:8025/", nil))
 		body, _ := io.ReadAll(rec.Body)
 		page := string(body)
 		if strings.Contains(page, "<script>") || strings.Contains(page, "<b>") {

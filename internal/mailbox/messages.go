@@ -9,6 +9,7 @@ import (
 	"mime"
 	"mime/multipart"
 	"mime/quotedprintable"
+	"net"
 	"net/http"
 	"net/mail"
 	"os"
@@ -131,9 +132,16 @@ func (l *lineless) Read(p []byte) (int, error) {
 	return k, err
 }
 
-// Handler shows the mails received, newest first, as a plain page.
+// Handler shows the mails received, newest first, as a plain page, to a
+// request addressed to a loopback name only: a web page elsewhere cannot
+// read the mails by pointing a name of its own at 127.0.0.1 (DNS
+// rebinding).
 func (m *Mailbox) Handler() http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if !loopbackName(r.Host) {
+			http.Error(w, "the mailbox answers to 127.0.0.1 and localhost only", http.StatusMisdirectedRequest)
+			return
+		}
 		if r.URL.Path != "/" {
 			http.NotFound(w, r)
 			return
@@ -149,6 +157,19 @@ func (m *Mailbox) Handler() http.Handler {
 			return // the client went away
 		}
 	})
+}
+
+// loopbackName reports whether a Host header names this machine.
+func loopbackName(hostport string) bool {
+	host := hostport
+	if h, _, err := net.SplitHostPort(hostport); err == nil {
+		host = h
+	}
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 var page = template.Must(template.New("mailbox").Funcs(template.FuncMap{
