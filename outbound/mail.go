@@ -3,6 +3,7 @@ package outbound
 import (
 	"cmp"
 	"context"
+	"crypto/tls"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -147,7 +148,11 @@ func (s *SMTPMailer) Send(ctx context.Context, m store.Mail) error {
 	msg.SetMessageIDWithValue(strings.TrimSuffix(strings.TrimPrefix(m.MessageID, "<"), ">"))
 	msg.SetDate()
 	msg.SetBodyString(mail.TypeTextPlain, m.Body)
-	client, err := mail.NewClient(s.cfg.Host, s.options()...)
+	host := s.cfg.Host
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]" // go-mail joins host and port with a colon
+	}
+	client, err := mail.NewClient(host, s.options()...)
 	if err != nil {
 		return fmt.Errorf("smtp client: %w", err)
 	}
@@ -158,7 +163,8 @@ func (s *SMTPMailer) Send(ctx context.Context, m store.Mail) error {
 
 // options are go-mail's settings for the configured server.
 func (s *SMTPMailer) options() []mail.Option {
-	opts := []mail.Option{mail.WithPort(s.cfg.Port), mail.WithTimeout(cmp.Or(s.Timeout, 30*time.Second))}
+	opts := []mail.Option{mail.WithPort(s.cfg.Port), mail.WithTimeout(cmp.Or(s.Timeout, 30*time.Second)),
+		mail.WithTLSConfig(&tls.Config{ServerName: s.cfg.Host, MinVersion: tls.VersionTLS12})}
 	switch {
 	case s.cfg.ImplicitTLS:
 		opts = append(opts, mail.WithSSL())

@@ -140,6 +140,19 @@ func TestMailSink_SendsThroughARealServer(t *testing.T) {
 	wantReceived(t, received(t, mb, 1)[0], e.mail)
 }
 
+func TestSMTPMailer_IPv6Loopback(t *testing.T) {
+	t.Parallel()
+	mb, err := mailbox.Start(context.Background(), "[::1]:0", t.TempDir())
+	if err != nil {
+		t.Skipf("no IPv6 loopback here: %v", err)
+	}
+	t.Cleanup(mb.Close)
+	e := newSinkEnv(t)
+	e.runSink(e.mailer(mb.Addr()))
+	e.waitState(store.MailSentOK)
+	wantReceived(t, received(t, mb, 1)[0], e.mail)
+}
+
 func TestMailSink_PermanentRefusalRecorded(t *testing.T) {
 	t.Parallel()
 	e := newSinkEnv(t)
