@@ -80,9 +80,9 @@ func (p *MailPlanner) ended(ctx context.Context, rootID uuid.UUID) ([]store.NewM
 }
 
 // waiting is the email to each approver when the request rootID asks for
-// a decision. A request that no longer waits by the time its event is
-// fanned out (decided, canceled or ended meanwhile) sends none: an email
-// asking for a decision already made would say what is no longer so.
+// a decision: one per request and approver, always (refundd verify counts
+// on it). A request decided by the time its event is fanned out is told
+// as it stands (views.WaitingEmail), never as waiting.
 func (p *MailPlanner) waiting(ctx context.Context, rootID uuid.UUID) ([]store.NewMail, error) {
 	run, err := p.Store.RunByID(ctx, rootID)
 	if err != nil {
@@ -103,34 +103,30 @@ func (p *MailPlanner) waiting(ctx context.Context, rootID uuid.UUID) ([]store.Ne
 			continue // nobody decides their own refund
 		}
 		viewer := views.Viewer{UserID: a.ID, Staff: true, MayApprove: true, MayCancel: true}
-		if e, ok := word(viewer); ok {
-			out = append(out, p.mail(rootID, store.MailWaiting, a, e))
-		}
+		out = append(out, p.mail(rootID, store.MailWaiting, a, word(viewer)))
 	}
 	return out, nil
 }
 
 // waitingWords reads the request once and words its waiting email for
-// each viewer; false when nothing of it waits for a decision any more.
-func (p *MailPlanner) waitingWords(ctx context.Context, run *store.Run) (func(views.Viewer) (views.Email, bool), error) {
+// each viewer.
+func (p *MailPlanner) waitingWords(ctx context.Context, run *store.Run) (func(views.Viewer) views.Email, error) {
 	link := p.link(run.ID)
 	if run.IsParent() {
 		fs, err := p.Store.SnapshotFamily(ctx, run.ID)
 		if err != nil {
 			return nil, fmt.Errorf("outbound: plan mail: %w", err)
 		}
-		return func(v views.Viewer) (views.Email, bool) {
-			f := views.NewFamilyView(fs, false, v)
-			return views.RequestWaitingEmail(f, link), len(f.Waiting()) > 0
+		return func(v views.Viewer) views.Email {
+			return views.RequestWaitingEmail(views.NewFamilyView(fs, false, v), link)
 		}, nil
 	}
 	snap, err := p.Store.SnapshotHead(ctx, run.ID)
 	if err != nil {
 		return nil, fmt.Errorf("outbound: plan mail: %w", err)
 	}
-	return func(v views.Viewer) (views.Email, bool) {
-		rv := views.NewRunView(snap, false, v)
-		return views.WaitingEmail(rv, link), rv.CanApprove()
+	return func(v views.Viewer) views.Email {
+		return views.WaitingEmail(views.NewRunView(snap, false, v), link)
 	}, nil
 }
 

@@ -109,6 +109,18 @@ func (e *planEnv) fanOut() {
 	}
 }
 
+// verify runs refundd verify's checks, the mail ledger's among them.
+func (e *planEnv) verify() {
+	e.t.Helper()
+	problems, err := e.s.Verify(context.Background(), store.WithMailCheck())
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	for _, p := range problems {
+		e.t.Errorf("verify: %s", p)
+	}
+}
+
 // mails is the whole ledger, by kind.
 func (e *planEnv) mails() map[string][]store.Mail {
 	e.t.Helper()
@@ -166,6 +178,7 @@ func TestMailPlan_OneEndedEmailPerRun(t *testing.T) {
 	if w := v.Words(); w.Outcome != "Refunded €5.00." || w.Answer == "" {
 		t.Errorf("the page says %q, %q: want the refund and its final answer", w.Outcome, w.Answer)
 	}
+	e.verify()
 }
 
 // TestMailPlan_OneEndedEmailPerFamily: a request of several orders sends
@@ -190,6 +203,7 @@ func TestMailPlan_OneEndedEmailPerFamily(t *testing.T) {
 	if got, want := f.Words().Outcome, "Refunded €12.00 of €12.00: three orders refunded."; got != want {
 		t.Errorf("the request's page says %q, want %q", got, want)
 	}
+	e.verify()
 }
 
 // TestMailPlan_OneWaitingEmailPerApproverAndRequest: a request whose
@@ -242,10 +256,13 @@ func TestMailPlan_OneWaitingEmailPerApproverAndRequest(t *testing.T) {
 	if len(mails[store.MailWaiting]) != 4 || len(mails[store.MailEnded]) != 2 {
 		t.Errorf("ledger after the ends: %d waiting, %d ended; want 4, 2", len(mails[store.MailWaiting]), len(mails[store.MailEnded]))
 	}
+	e.verify()
 }
 
 // TestMailPlan_DecidedBeforeFanOut: a request decided before its wait was
-// fanned out asks nobody for a decision already made; its end is told.
+// fanned out still sends each approver their one email (verify counts on
+// it), telling the request as it stands, never as waiting; its end is told
+// to the customer.
 func TestMailPlan_DecidedBeforeFanOut(t *testing.T) {
 	t.Parallel()
 	ctx := context.Background()
@@ -259,8 +276,27 @@ func TestMailPlan_DecidedBeforeFanOut(t *testing.T) {
 	e.fanOut()
 
 	mails := e.mails()
-	if len(mails[store.MailWaiting]) != 0 || len(mails[store.MailEnded]) != 1 {
-		t.Fatalf("ledger: %d waiting, %d ended; want 0, 1", len(mails[store.MailWaiting]), len(mails[store.MailEnded]))
+	if len(mails[store.MailWaiting]) != 2 || len(mails[store.MailEnded]) != 1 {
+		t.Fatalf("ledger: %d waiting, %d ended; want 2, 1", len(mails[store.MailWaiting]), len(mails[store.MailEnded]))
+	}
+	snap, err := e.s.SnapshotPage(ctx, run.ID, views.NarrationShown)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, a := range e.approvers {
+		m := mails[store.MailWaiting][i]
+		if m.Recipient != a.Email {
+			for _, other := range mails[store.MailWaiting] {
+				if other.Recipient == a.Email {
+					m = other
+				}
+			}
+		}
+		v := views.NewRunView(snap, true, views.Viewer{UserID: a.ID, Staff: true, MayApprove: true, MayCancel: true})
+		wantMail(t, m, store.MailWaiting, run.ID, a, views.WaitingEmail(v, publicURL+"/runs/"+run.ID.String()))
+		if contains(m.Subject+m.Body, "waits for your decision") || !contains(m.Body, "Canceled") {
+			t.Errorf("the waiting email of a canceled request says it waits, or not that it was canceled:\n%s\n%s", m.Subject, m.Body)
+		}
 	}
 	body := mails[store.MailEnded][0].Body
 	for _, want := range []string{"Canceled by an approver.", "Reason given: “not this one”"} {
@@ -268,4 +304,5 @@ func TestMailPlan_DecidedBeforeFanOut(t *testing.T) {
 			t.Errorf("ended email lacks %q:\n%s", want, body)
 		}
 	}
+	e.verify()
 }

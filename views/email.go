@@ -40,9 +40,17 @@ func RequestEndedEmail(f *FamilyView, link string) Email {
 }
 
 // WaitingEmail is the email to an approver (v, seen by them) when a
-// request of one order starts waiting for a decision.
+// request of one order starts waiting for a decision. Worded when the
+// wait is fanned out: a request decided by then is told as it stands, and
+// never as waiting.
 func WaitingEmail(v *RunView, link string) Email {
 	w := v.Words()
+	if !waitsForDecision(v) {
+		return Email{
+			Subject: "A refund of " + orderWords(v.Run) + " asked for a decision",
+			Body:    paragraphs(decidedSince, w.Status, w.Approved, w.Pending, w.Outcome, w.Reason, runLine(v.Run), seeIt+link),
+		}
+	}
 	return Email{
 		Subject: "A refund of " + orderWords(v.Run) + " waits for your decision",
 		Body:    paragraphs(w.Status, runLine(v.Run), decideBy(w.DecideBy), decideAt+link),
@@ -51,26 +59,39 @@ func WaitingEmail(v *RunView, link string) Email {
 
 // RequestWaitingEmail is the email to an approver (f, seen by them) when a
 // request of several orders starts waiting for a decision: one email for
-// the request, however many of its refunds wait.
+// the request, however many of its refunds wait, worded as WaitingEmail.
 func RequestWaitingEmail(f *FamilyView, link string) Email {
 	w := f.Words()
 	waiting := f.Waiting()
+	subject := "A refund request for " + countOf(len(f.Children()), "order", "orders")
+	if len(waiting) == 0 {
+		return Email{
+			Subject: subject + " asked for a decision",
+			Body:    paragraphs(decidedSince, w.Status, w.Outcome, w.Answer, quotedReason(f.Parent().Run.Reason), seeIt+link),
+		}
+	}
 	var due time.Time
 	for _, c := range waiting {
 		if by := c.Words().DecideBy; !by.IsZero() && (due.IsZero() || by.Before(due)) {
 			due = by
 		}
 	}
-	what := ""
-	if len(waiting) > 0 {
-		what = "Waiting for a decision: " + waitingWords(waiting) + "."
-	}
 	return Email{
-		Subject: "A refund request for " + countOf(len(f.Children()), "order", "orders") + " waits for your decision",
-		Body: paragraphs(w.Status, w.Outcome, what, quotedReason(f.Parent().Run.Reason),
-			decideBy(due), decideAt+link),
+		Subject: subject + " waits for your decision",
+		Body: paragraphs(w.Status, w.Outcome, "Waiting for a decision: "+waitingWords(waiting)+".",
+			quotedReason(f.Parent().Run.Reason), decideBy(due), decideAt+link),
 	}
 }
+
+// waitsForDecision reports whether the run waits for an approver's
+// decision, as the request's page counts it (FamilyView.Waiting).
+func waitsForDecision(v *RunView) bool {
+	return v.State == store.StateAwaitingApproval && !v.CancelRequested
+}
+
+// decidedSince leads a waiting email whose request was decided, or ended,
+// before the email was written.
+const decidedSince = "This request asked for a decision; it no longer waits for one. Where it stands now:"
 
 // The lines that lead to the link.
 const (
