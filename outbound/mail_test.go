@@ -3,7 +3,6 @@ package outbound_test
 import (
 	"context"
 	"net"
-	"os"
 	"strings"
 	"testing"
 	"time"
@@ -17,8 +16,6 @@ import (
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 )
-
-func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
 
 func contains(s, sub string) bool { return strings.Contains(s, sub) }
 
