@@ -80,31 +80,21 @@ func (e *planEnv) waitState(id uuid.UUID, state string) {
 	testkit.WaitRunState(e.t, e.s, id, state, 20*time.Second)
 }
 
-// fanOut does what the engine's fan-out does with the planner: every
-// business event in the outbox, in order, is planned and its mails
-// recorded; then the outbox is emptied. Each event is planned twice, as a
-// dispatcher that died before its commit would: nothing is recorded twice.
+// fanOut runs the engine's fan-out with the planner until the outbox is
+// empty: every business event, in order, planned and its mails recorded.
 func (e *planEnv) fanOut() {
 	e.t.Helper()
 	ctx := context.Background()
-	db := storetest.DB(e.t, e.s)
-	var evs []store.QueuedEvent
-	if err := db.Select(&evs, `SELECT id, run_id, seq, event_id, type, correlation_id, parent_run_id, created_at
-        FROM outbound_queue ORDER BY id`); err != nil {
-		e.t.Fatal(err)
-	}
-	for _, ev := range evs {
-		for range 2 {
-			mails, err := e.planner.Plan(ctx, ev)
+	// Twice: a second fan-out finds nothing left, and plans nothing twice.
+	for range 2 {
+		for {
+			n, err := e.s.FanOut(ctx, 100, e.planner)
 			if err != nil {
-				e.t.Fatalf("plan %s of %s: %v", ev.Type, ev.RunID, err)
-			}
-			if err := e.s.RecordMails(ctx, mails); err != nil {
 				e.t.Fatal(err)
 			}
-		}
-		if _, err := db.Exec(`DELETE FROM outbound_queue WHERE id = $1`, ev.ID); err != nil {
-			e.t.Fatal(err)
+			if n == 0 {
+				break
+			}
 		}
 	}
 }

@@ -2,12 +2,14 @@ package store
 
 import (
 	"context"
+	"database/sql"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/jmoiron/sqlx"
+	"github.com/lib/pq"
 )
 
 // The mail ledger (table mails): the planner's rows are written at fan-out,
@@ -33,19 +35,24 @@ func (s *Store) RecordMails(ctx context.Context, mails []NewMail) error {
 	return recordMails(ctx, s.db, mails)
 }
 
-// recordMails is RecordMails on q, so the engine's fan-out can write them
-// in its own transaction.
+// recordMails is RecordMails on q, in one statement, so the engine's
+// fan-out writes them in its own transaction.
 func recordMails(ctx context.Context, q sqlx.ExecerContext, mails []NewMail) error {
+	if len(mails) == 0 {
+		return nil
+	}
+	var ids, runs, kinds, recipients, subjects, bodies []string
+	var users []sql.NullInt64
 	for _, m := range mails {
-		var userID any
-		if m.UserID != 0 {
-			userID = m.UserID
-		}
-		if _, err := q.ExecContext(ctx, `INSERT INTO mails (message_id, run_id, kind, user_id, recipient, subject, body)
-            VALUES ($1, $2, $3, $4, $5, $6, $7) ON CONFLICT DO NOTHING`,
-			m.MessageID, m.RunID, m.Kind, userID, m.Recipient, m.Subject, m.Body); err != nil {
-			return fmt.Errorf("store: record mail: %w", err)
-		}
+		ids, kinds, recipients = append(ids, m.MessageID), append(kinds, m.Kind), append(recipients, m.Recipient)
+		subjects, bodies, runs = append(subjects, m.Subject), append(bodies, m.Body), append(runs, m.RunID.String())
+		users = append(users, sql.NullInt64{Int64: m.UserID, Valid: m.UserID != 0})
+	}
+	if _, err := q.ExecContext(ctx, `INSERT INTO mails (message_id, run_id, kind, user_id, recipient, subject, body)
+        SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
+        ON CONFLICT DO NOTHING`, pq.Array(ids), pq.Array(runs), pq.Array(kinds), pq.Array(users),
+		pq.Array(recipients), pq.Array(subjects), pq.Array(bodies)); err != nil {
+		return fmt.Errorf("store: record mails: %w", err)
 	}
 	return nil
 }

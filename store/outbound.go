@@ -138,30 +138,15 @@ func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int
 
 // planMails records in the mail ledger the emails planner plans for evs.
 func planMails(ctx context.Context, tx *txn, planner MailPlanner, evs []QueuedEvent) error {
-	var ids, kinds, recipients, subjects, bodies []string
-	var runs []string
-	var users []sql.NullInt64
+	var all []NewMail
 	for _, ev := range evs {
 		mails, err := planner.Plan(ctx, ev)
 		if err != nil {
 			return fmt.Errorf("store: fan out: plan mail of %s %d: %w", ev.RunID, ev.Seq, err)
 		}
-		for _, m := range mails {
-			ids, kinds, recipients = append(ids, m.MessageID), append(kinds, m.Kind), append(recipients, m.Recipient)
-			subjects, bodies, runs = append(subjects, m.Subject), append(bodies, m.Body), append(runs, m.RunID.String())
-			users = append(users, sql.NullInt64{Int64: m.UserID, Valid: m.UserID != 0})
-		}
+		all = append(all, mails...)
 	}
-	if len(ids) == 0 {
-		return nil
-	}
-	if _, err := tx.ExecContext(ctx, `INSERT INTO mails (message_id, run_id, kind, user_id, recipient, subject, body)
-        SELECT * FROM unnest($1::text[], $2::uuid[], $3::text[], $4::bigint[], $5::text[], $6::text[], $7::text[])
-        ON CONFLICT DO NOTHING`, pq.Array(ids), pq.Array(runs), pq.Array(kinds), pq.Array(users),
-		pq.Array(recipients), pq.Array(subjects), pq.Array(bodies)); err != nil {
-		return fmt.Errorf("store: fan out: mails: %w", err)
-	}
-	return nil
+	return recordMails(ctx, tx, all)
 }
 
 // Delivery is a webhook delivery a worker leased to send: where, signed
