@@ -31,6 +31,7 @@ type Mailbox struct {
 	done   chan struct{}
 	once   sync.Once
 	refuse func(rcpt string) error
+	kept   func()
 }
 
 // Option changes how a Mailbox answers.
@@ -41,6 +42,13 @@ type Option func(*Mailbox)
 // refused, for good (*smtp.SMTPError, code 5xx) or for now (4xx).
 func RefuseRecipients(refuse func(rcpt string) error) Option {
 	return func(m *Mailbox) { m.refuse = refuse }
+}
+
+// AfterKeeping calls kept after each mail is kept, before the server
+// answers that it accepted it: a test's way to cut a sender between the
+// server's accept and the sender's record of it.
+func AfterKeeping(kept func()) Option {
+	return func(m *Mailbox) { m.kept = kept }
 }
 
 // Start listens on addr, which must be a loopback address ("127.0.0.1:0":
@@ -150,6 +158,9 @@ func (s *session) Data(r io.Reader) error {
 			return err
 		}
 		return &smtp.SMTPError{Code: 451, EnhancedCode: smtp.EnhancedCode{4, 3, 0}, Message: "could not keep the mail"}
+	}
+	if s.m.kept != nil {
+		s.m.kept()
 	}
 	return nil
 }
