@@ -122,6 +122,30 @@ type Config struct {
 	// this window.
 	StreamRetry, StreamRetrySpread, StreamDrain time.Duration
 
+	// WEBHOOK_ALLOW_HOSTS: host names or addresses webhooks may reach
+	// whatever they resolve to (a receiver on a private network).
+	WebhookAllowHosts []string
+	// WEBHOOK_RETRY_SCHEDULE: the waits between a delivery's attempts
+	// (Standard Webhooks' schedule by default); after the last, the
+	// endpoint goes on failing until WEBHOOK_DISABLE_AFTER disables it.
+	WebhookSchedule []time.Duration
+	// WEBHOOK_TIMEOUT: how long one delivery waits for its answer.
+	WebhookTimeout time.Duration
+	// WEBHOOK_DISABLE_AFTER: an endpoint failing this long is disabled.
+	WebhookDisableAfter time.Duration
+	// WEBHOOK_WORKERS: deliveries in flight at once in one process;
+	// WEBHOOK_PER_ENDPOINT: of those, to one endpoint.
+	WebhookWorkers, WebhookPerEndpoint int
+	// MAX_WEBHOOKS: how many endpoints may be registered.
+	MaxWebhooks int
+	// SMTP_URL: where emails are sent (smtp:// or smtps://, user and
+	// password in it); empty sends none. Never printed: it holds a password.
+	SMTPURL string
+	// MAIL_FROM: the From of every email.
+	MailFrom string
+	// PUBLIC_URL: the base of the links in emails; default http:// + ADDR.
+	PublicURL string
+
 	ModelBaseURL string // MODEL_BASE_URL: OpenAI-compatible endpoint; empty means the built-in narrator
 	ModelName    string // MODEL_NAME
 	ModelAPIKey  string // MODEL_API_KEY
@@ -162,6 +186,7 @@ func LoadConfig(getenv func(string) string) (Config, error) {
 	c.readWeb(env, &p)
 	c.readPolicy(env, &p)
 	c.readLimits(env, &p)
+	c.readOutbound(env, &p)
 	c.checkModelAndLogging(env, &p)
 	if len(p) > 0 {
 		return c, errors.New("config: " + strings.Join(p, "; "))
@@ -326,6 +351,69 @@ func (c *Config) readLimits(env func(string) string, p *problems) {
 		p.add("MAX_STREAMS (%d) must be below MAX_CONNECTIONS (%d), so pages, login and health checks keep connections when streams are at their cap",
 			c.MaxStreams, c.MaxConnections)
 	}
+}
+
+// DefaultWebhookSchedule is WEBHOOK_RETRY_SCHEDULE's default: Standard
+// Webhooks' retry schedule, about three days in all.
+const DefaultWebhookSchedule = "5s,5m,30m,2h,5h,10h,10h"
+
+// maxScheduleSteps bounds WEBHOOK_RETRY_SCHEDULE.
+const maxScheduleSteps = 20
+
+// readOutbound reads the webhooks' and the emails' settings.
+func (c *Config) readOutbound(env func(string) string, p *problems) {
+	for _, h := range strings.Split(env("WEBHOOK_ALLOW_HOSTS"), ",") {
+		if h = strings.TrimSpace(h); h != "" {
+			c.WebhookAllowHosts = append(c.WebhookAllowHosts, h)
+		}
+	}
+	c.WebhookSchedule = retrySchedule(env, p, "WEBHOOK_RETRY_SCHEDULE")
+	c.WebhookTimeout = atLeast(env, p, "WEBHOOK_TIMEOUT", 10*time.Second, 100*time.Millisecond)
+	c.WebhookDisableAfter = atLeast(env, p, "WEBHOOK_DISABLE_AFTER", 72*time.Hour, time.Second)
+	c.WebhookWorkers = count(env, p, "WEBHOOK_WORKERS", 64)
+	c.WebhookPerEndpoint = count(env, p, "WEBHOOK_PER_ENDPOINT", 16)
+	c.MaxWebhooks = count(env, p, "MAX_WEBHOOKS", 50)
+	// Not trimmed of anything but spaces, and never echoed: it may hold a password.
+	c.SMTPURL = env("SMTP_URL")
+	c.MailFrom = cmp.Or(env("MAIL_FROM"), "refundd <refundd@localhost>")
+	c.PublicURL = strings.TrimRight(cmp.Or(env("PUBLIC_URL"), "http://"+publicHost(c.Addr)), "/")
+	if !httpURL(c.PublicURL) {
+		p.add("PUBLIC_URL must be an http:// or https:// URL, got %q", c.PublicURL)
+	}
+}
+
+// publicHost is addr with a host a link can name: ":8080" or
+// "0.0.0.0:8080" listen everywhere, and are linked as localhost.
+func publicHost(addr string) string {
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return addr
+	}
+	if host == "" || net.ParseIP(host) != nil && net.ParseIP(host).IsUnspecified() {
+		host = "localhost"
+	}
+	return net.JoinHostPort(host, port)
+}
+
+// retrySchedule reads a comma list of positive durations, at most
+// maxScheduleSteps of them; unset is DefaultWebhookSchedule.
+func retrySchedule(env func(string) string, p *problems, name string) []time.Duration {
+	v := cmp.Or(env(name), DefaultWebhookSchedule)
+	parts := strings.Split(v, ",")
+	if len(parts) > maxScheduleSteps {
+		p.add("%s must have at most %d steps, got %d", name, maxScheduleSteps, len(parts))
+		return nil
+	}
+	out := make([]time.Duration, 0, len(parts))
+	for _, s := range parts {
+		d, err := time.ParseDuration(strings.TrimSpace(s))
+		if err != nil || d <= 0 {
+			p.add("%s must be positive durations separated by commas such as %s, got %q", name, DefaultWebhookSchedule, v)
+			return nil
+		}
+		out = append(out, d)
+	}
+	return out
 }
 
 // writeGrace is what WRITE_TIMEOUT's default adds to REQUEST_TIMEOUT: the

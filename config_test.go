@@ -281,3 +281,90 @@ func TestSameAddr(t *testing.T) {
 		}
 	}
 }
+
+func TestLoadConfig_Outbound(t *testing.T) {
+	t.Parallel()
+	t.Run("defaults", func(t *testing.T) {
+		c, err := LoadConfig(func(string) string { return "" })
+		if err != nil {
+			t.Fatal(err)
+		}
+		want := []time.Duration{5 * time.Second, 5 * time.Minute, 30 * time.Minute, 2 * time.Hour, 5 * time.Hour, 10 * time.Hour, 10 * time.Hour}
+		if !slices.Equal(c.WebhookSchedule, want) {
+			t.Errorf("WebhookSchedule = %v, want %v", c.WebhookSchedule, want)
+		}
+		for _, f := range []struct {
+			name      string
+			got, want any
+		}{
+			{"WebhookTimeout", c.WebhookTimeout, 10 * time.Second},
+			{"WebhookDisableAfter", c.WebhookDisableAfter, 72 * time.Hour},
+			{"WebhookWorkers", c.WebhookWorkers, 64},
+			{"WebhookPerEndpoint", c.WebhookPerEndpoint, 16},
+			{"MaxWebhooks", c.MaxWebhooks, 50},
+			{"SMTPURL", c.SMTPURL, ""},
+			{"MailFrom", c.MailFrom, "refundd <refundd@localhost>"},
+			{"PublicURL", c.PublicURL, "http://127.0.0.1:8080"},
+			{"WebhookAllowHosts", len(c.WebhookAllowHosts), 0},
+		} {
+			if f.got != f.want {
+				t.Errorf("%s = %v, want %v", f.name, f.got, f.want)
+			}
+		}
+	})
+	t.Run("values", func(t *testing.T) {
+		env := map[string]string{
+			"WEBHOOK_ALLOW_HOSTS":    "hooks.internal, 10.0.0.7",
+			"WEBHOOK_RETRY_SCHEDULE": "100ms, 1s",
+			"MAX_WEBHOOKS":           "3",
+			"SMTP_URL":               "smtp://u:secret@mail.example.com:587",
+			"ADDR":                   ":9000",
+			"PUBLIC_URL":             "https://refunds.example.com/",
+		}
+		c, err := LoadConfig(func(k string) string { return env[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.WebhookAllowHosts, []string{"hooks.internal", "10.0.0.7"}; !slices.Equal(got, want) {
+			t.Errorf("WebhookAllowHosts = %q, want %q", got, want)
+		}
+		if got, want := c.WebhookSchedule, []time.Duration{100 * time.Millisecond, time.Second}; !slices.Equal(got, want) {
+			t.Errorf("WebhookSchedule = %v, want %v", got, want)
+		}
+		if c.MaxWebhooks != 3 || c.SMTPURL != env["SMTP_URL"] || c.PublicURL != "https://refunds.example.com" {
+			t.Errorf("MaxWebhooks, SMTPURL, PublicURL = %d, %q, %q", c.MaxWebhooks, c.SMTPURL, c.PublicURL)
+		}
+	})
+	t.Run("public URL of a listen-everywhere ADDR", func(t *testing.T) {
+		c, err := LoadConfig(func(k string) string { return map[string]string{"ADDR": ":9000"}[k] })
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got, want := c.PublicURL, "http://localhost:9000"; got != want {
+			t.Errorf("PublicURL = %q, want %q", got, want)
+		}
+	})
+	for name, env := range map[string]map[string]string{
+		"zero step":      {"WEBHOOK_RETRY_SCHEDULE": "5s,0s"},
+		"not a duration": {"WEBHOOK_RETRY_SCHEDULE": "5s,soon"},
+		"too many steps": {"WEBHOOK_RETRY_SCHEDULE": strings.Repeat("1s,", 20) + "1s"},
+		"no webhooks":    {"MAX_WEBHOOKS": "0"},
+		"no workers":     {"WEBHOOK_WORKERS": "0"},
+		"public URL":     {"PUBLIC_URL": "refunds.example.com"},
+	} {
+		t.Run("refuses "+name, func(t *testing.T) {
+			_, err := LoadConfig(func(k string) string { return env[k] })
+			if err == nil {
+				t.Fatalf("LoadConfig(%v) = nil error, want a refusal", env)
+			}
+		})
+	}
+	t.Run("never echoes SMTP_URL", func(t *testing.T) {
+		_, err := LoadConfig(func(k string) string {
+			return map[string]string{"SMTP_URL": "smtp://u:hunter2@mail:587", "MAX_WEBHOOKS": "none"}[k]
+		})
+		if err == nil || strings.Contains(err.Error(), "hunter2") {
+			t.Errorf("LoadConfig error = %v, want a refusal that does not hold the password", err)
+		}
+	})
+}
