@@ -23,6 +23,12 @@ const (
 	AuditTokenRevoked       = "token.revoked"
 	AuditRunApproved        = "run.approved"
 	AuditRunCancelRequested = "run.cancel_requested"
+	AuditWebhookCreated     = "webhook.created"
+	AuditWebhookDeleted     = "webhook.deleted"
+	AuditWebhookRotated     = "webhook.rotated"
+	AuditWebhookDisabled    = "webhook.disabled"
+	AuditWebhookEnabled     = "webhook.enabled"
+	AuditWebhookResent      = "webhook.resent"
 )
 
 // AuditActions lists every action, for filters.
@@ -30,6 +36,7 @@ var AuditActions = []string{
 	AuditLogin, AuditLoginFailed, AuditGrantAdded, AuditGrantRemoved, AuditRoleChanged,
 	AuditUserDisabled, AuditUserEnabled, AuditTokenCreated, AuditTokenRevoked,
 	AuditRunApproved, AuditRunCancelRequested,
+	AuditWebhookCreated, AuditWebhookDeleted, AuditWebhookRotated, AuditWebhookDisabled, AuditWebhookEnabled, AuditWebhookResent,
 }
 
 func grantAction(on bool) string {
@@ -84,6 +91,9 @@ func audit(ctx context.Context, tx *txn, action, subject string, details map[str
 // Subjects name what an audit entry is about.
 func UserSubject(id int64) string    { return fmt.Sprintf("user:%d", id) }
 func RunSubject(id uuid.UUID) string { return "run:" + id.String() }
+func WebhookSubject(id uuid.UUID) string {
+	return "webhook:" + id.String()
+}
 
 // AuditEntry is one row of the audit log, with the actor's and (for a
 // user subject) the subject's names when known.

@@ -1,0 +1,245 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/google/uuid"
+	"github.com/lib/pq"
+)
+
+// What an admin does to webhook endpoints, each change with its audit
+// record in one transaction. The audit details name the endpoint by its
+// URL, never by a secret.
+
+// AddWebhook registers an endpoint for the admin in ctx, refusing in words
+// (CodeConflict) when max endpoints exist already. The count and the insert
+// share one transaction under a lock, so two admins racing cannot pass max.
+func (s *Store) AddWebhook(ctx context.Context, w NewWebhook, max int) (WebhookEndpoint, error) {
+	var ep WebhookEndpoint
+	err := s.inTx(ctx, func(tx *txn) error {
+		if _, err := tx.ExecContext(ctx, `LOCK TABLE webhook_endpoints IN SHARE ROW EXCLUSIVE MODE`); err != nil {
+			return fmt.Errorf("store: add webhook: %w", err)
+		}
+		var n int
+		if err := tx.GetContext(ctx, &n, `SELECT count(*) FROM webhook_endpoints`); err != nil {
+			return fmt.Errorf("store: add webhook: %w", err)
+		}
+		if max > 0 && n >= max {
+			return Errorf(CodeConflict, "There are already %d webhook endpoints, the most MAX_WEBHOOKS allows. Delete one first.", n)
+		}
+		var err error
+		if ep, err = insertWebhook(ctx, tx, w); err != nil {
+			return err
+		}
+		return audit(ctx, tx, AuditWebhookCreated, WebhookSubject(ep.ID), map[string]any{"url": ep.URL})
+	})
+	return ep, err
+}
+
+// insertWebhook is CreateWebhook's insert, in tx.
+func insertWebhook(ctx context.Context, tx *txn, w NewWebhook) (WebhookEndpoint, error) {
+	var ep WebhookEndpoint
+	for _, t := range w.EventTypes {
+		if ClassOf(t) != ClassBusiness || !slices.Contains(EventTypes(), t) {
+			return ep, Errorf(CodeInvalid, "%q is not a business event type a webhook can receive.", t)
+		}
+	}
+	id, err := uuid.NewV7()
+	if err != nil {
+		return ep, fmt.Errorf("store: webhook id: %w", err)
+	}
+	var types pq.StringArray
+	if len(w.EventTypes) > 0 {
+		types = pq.StringArray(w.EventTypes)
+	}
+	by := sql.NullInt64{Int64: w.CreatedBy, Valid: w.CreatedBy != 0}
+	err = tx.GetContext(ctx, &ep, `INSERT INTO webhook_endpoints (id, url, description, event_types, secret, created_by)
+		VALUES ($1, $2, $3, $4, $5, $6) RETURNING `+webhookColumns, id, w.URL, w.Description, types, w.Secret, by)
+	if err != nil {
+		return ep, fmt.Errorf("store: create webhook: %w", err)
+	}
+	return ep, nil
+}
+
+// RemoveWebhook deletes an endpoint and its deliveries for the admin in
+// ctx; ErrNotFound if there is none.
+func (s *Store) RemoveWebhook(ctx context.Context, id uuid.UUID) error {
+	return s.inTx(ctx, func(tx *txn) error {
+		var url string
+		err := tx.GetContext(ctx, &url, `DELETE FROM webhook_endpoints WHERE id = $1 RETURNING url`, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: delete webhook: %w", err)
+		}
+		return audit(ctx, tx, AuditWebhookDeleted, WebhookSubject(id), map[string]any{"url": url})
+	})
+}
+
+// RotateWebhook makes secret the endpoint's signing secret for the admin
+// in ctx; the previous one signs beside it for overlap.
+func (s *Store) RotateWebhook(ctx context.Context, id uuid.UUID, secret string, overlap time.Duration) (WebhookEndpoint, error) {
+	var ep WebhookEndpoint
+	err := s.inTx(ctx, func(tx *txn) error {
+		err := tx.GetContext(ctx, &ep, `UPDATE webhook_endpoints
+			SET previous_secret = secret, previous_until = now() + make_interval(secs => $3), secret = $2
+			WHERE id = $1 RETURNING `+webhookColumns, id, secret, overlap.Seconds())
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: rotate webhook secret: %w", err)
+		}
+		return audit(ctx, tx, AuditWebhookRotated, WebhookSubject(id), map[string]any{"url": ep.URL})
+	})
+	return ep, err
+}
+
+// DisableWebhookByAdmin stops deliveries to an endpoint at the request of
+// the admin in ctx (reason WebhookByAdmin); its events keep being queued.
+func (s *Store) DisableWebhookByAdmin(ctx context.Context, id uuid.UUID) error {
+	return s.inTx(ctx, func(tx *txn) error {
+		var url string
+		err := tx.GetContext(ctx, &url, `UPDATE webhook_endpoints
+			SET disabled_at = coalesce(disabled_at, now()), disabled_reason = $2
+			WHERE id = $1 RETURNING url`, id, WebhookByAdmin)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: disable webhook: %w", err)
+		}
+		return audit(ctx, tx, AuditWebhookDisabled, WebhookSubject(id), map[string]any{"url": url})
+	})
+}
+
+// EnableWebhookByAdmin is EnableWebhook for the admin in ctx, recorded in
+// the audit log with the time it goes on from, if any.
+func (s *Store) EnableWebhookByAdmin(ctx context.Context, id uuid.UUID, from time.Time) error {
+	ep, err := s.Webhook(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := s.EnableWebhook(ctx, id, from); err != nil {
+		return err
+	}
+	details := map[string]any{"url": ep.URL}
+	if !from.IsZero() {
+		details["from"] = from.UTC().Format(time.RFC3339)
+	}
+	return s.inTx(ctx, func(tx *txn) error {
+		return audit(ctx, tx, AuditWebhookEnabled, WebhookSubject(id), details)
+	})
+}
+
+// ResendDelivery asks for one delivery of an endpoint to be sent again:
+// an acknowledged (or skipped) one is replayed (resend_at), outside the
+// run's order and without changing its state; a pending one is made due
+// now. ErrNotFound if there is no such delivery.
+func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID, seq int64) error {
+	return s.inTx(ctx, func(tx *txn) error {
+		var typ string
+		err := tx.GetContext(ctx, &typ, `UPDATE webhook_deliveries
+			SET resend_at = CASE WHEN state = 'pending' THEN resend_at ELSE now() END,
+			    next_at = CASE WHEN state = 'pending' THEN now() ELSE next_at END
+			WHERE endpoint_id = $1 AND run_id = $2 AND seq = $3 RETURNING type`, endpointID, runID, seq)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: resend delivery: %w", err)
+		}
+		return audit(ctx, tx, AuditWebhookResent, WebhookSubject(endpointID),
+			map[string]any{"run_id": runID, "seq": seq, "type": typ})
+	})
+}
+
+// WebhookLags is, per endpoint with undelivered events, when its oldest
+// undelivered event was committed: its lag is the time since.
+func (s *Store) WebhookLags(ctx context.Context) (map[uuid.UUID]time.Time, error) {
+	var rows []struct {
+		EndpointID uuid.UUID `db:"endpoint_id"`
+		Oldest     time.Time `db:"oldest"`
+	}
+	if err := s.db.SelectContext(ctx, &rows, `SELECT endpoint_id, min(event_at) AS oldest
+		FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id`); err != nil {
+		return nil, fmt.Errorf("store: webhook lags: %w", err)
+	}
+	out := make(map[uuid.UUID]time.Time, len(rows))
+	for _, r := range rows {
+		out[r.EndpointID] = r.Oldest
+	}
+	return out, nil
+}
+
+// WebhookAttempt is one attempt to deliver an event to an endpoint, with
+// its delivery's event type and state.
+type WebhookAttempt struct {
+	ID          int64          `db:"id"`
+	EndpointID  uuid.UUID      `db:"endpoint_id"`
+	RunID       uuid.UUID      `db:"run_id"`
+	Seq         int64          `db:"seq"`
+	EventID     uuid.UUID      `db:"event_id"`
+	Type        string         `db:"type"`
+	Attempt     int            `db:"attempt"`
+	Status      sql.NullInt64  `db:"status"`
+	Error       sql.NullString `db:"error"`
+	DurationMS  int            `db:"duration_ms"`
+	NextAt      sql.NullTime   `db:"next_at"`
+	At          time.Time      `db:"at"`
+	State       string         `db:"state"`        // the delivery's state now
+	DeliveryDue sql.NullTime   `db:"delivery_due"` // its next try now, if pending
+}
+
+// WebhookAttempts are an endpoint's most recent attempts, newest first, at
+// most limit.
+func (s *Store) WebhookAttempts(ctx context.Context, endpointID uuid.UUID, limit int) ([]WebhookAttempt, error) {
+	out := []WebhookAttempt{}
+	err := s.db.SelectContext(ctx, &out, `SELECT a.id, a.endpoint_id, a.run_id, a.seq, a.event_id,
+			coalesce(d.type, '') AS type, a.attempt, a.status, a.error, a.duration_ms, a.next_at, a.at,
+			coalesce(d.state, 'delivered') AS state,
+			CASE WHEN d.state = 'pending' THEN d.next_at END AS delivery_due
+		FROM webhook_attempts a
+		LEFT JOIN webhook_deliveries d ON d.endpoint_id = a.endpoint_id AND d.run_id = a.run_id AND d.seq = a.seq
+		WHERE a.endpoint_id = $1 ORDER BY a.id DESC LIMIT $2`, endpointID, limit)
+	if err != nil {
+		return nil, fmt.Errorf("store: webhook attempts: %w", err)
+	}
+	return out, nil
+}
+
+// RunDelivery is one business event of a run on its way to one endpoint.
+type RunDelivery struct {
+	EndpointID    uuid.UUID      `db:"endpoint_id"`
+	URL           string         `db:"url"`
+	Seq           int64          `db:"seq"`
+	Type          string         `db:"type"`
+	State         string         `db:"state"`
+	Attempts      int            `db:"attempts"`
+	NextAt        time.Time      `db:"next_at"`
+	LastStatus    sql.NullInt64  `db:"last_status"`
+	LastError     sql.NullString `db:"last_error"`
+	LastAttemptAt sql.NullTime   `db:"last_attempt_at"`
+	DeliveredAt   sql.NullTime   `db:"delivered_at"`
+	ResendAt      sql.NullTime   `db:"resend_at"`
+}
+
+// RunDeliveries are the deliveries of a run's events across endpoints,
+// by endpoint then seq.
+func (s *Store) RunDeliveries(ctx context.Context, runID uuid.UUID) ([]RunDelivery, error) {
+	out := []RunDelivery{}
+	err := s.db.SelectContext(ctx, &out, `SELECT d.endpoint_id, e.url, d.seq, d.type, d.state, d.attempts, d.next_at,
+			d.last_status, d.last_error, d.last_attempt_at, d.delivered_at, d.resend_at
+		FROM webhook_deliveries d JOIN webhook_endpoints e ON e.id = d.endpoint_id
+		WHERE d.run_id = $1 ORDER BY e.created_at, e.id, d.seq`, runID)
+	if err != nil {
+		return nil, fmt.Errorf("store: run deliveries: %w", err)
+	}
+	return out, nil
+}
