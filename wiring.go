@@ -25,6 +25,7 @@ import (
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/metrics"
+	"github.com/refundd/refundd/outbound"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
@@ -161,6 +162,9 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		MaxJSONDepth:      cfg.MaxJSONDepth,
 		ApprovalThreshold: cfg.ApprovalThreshold,
 		ProviderLedger:    providerLedger{payments.NewClient(cfg.ProviderURL, 5*time.Second).WithSecret(cfg.ProviderSecret)},
+		// dev's receivers run on this machine; serve's are on the internet.
+		WebhookPolicy: outbound.Policy{AllowHTTP: demo, AllowLoopback: demo, AllowHosts: cfg.WebhookAllowHosts},
+		MaxWebhooks:   cfg.MaxWebhooks,
 	}, st, logger)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -34,7 +35,15 @@ var statusByCode = map[string]int{
 	store.CodeConflict:            http.StatusConflict,
 	store.CodeForbidden:           http.StatusForbidden,
 	store.CodeRateLimited:         http.StatusTooManyRequests,
+	codeInvalidWebhookURL:         http.StatusUnprocessableEntity,
+	codeUnknownEventType:          http.StatusUnprocessableEntity,
+	codeTooManyWebhooks:           http.StatusConflict,
 }
+
+// narrowCodes are codes of one kind of refusal among several of their
+// status: an echo error of that status is never one of them.
+var narrowCodes = []string{store.CodeIdempotencyConflict, store.CodeCursorInvalid,
+	codeInvalidWebhookURL, codeUnknownEventType, codeTooManyWebhooks}
 
 // Codes the handlers add to the store's vocabulary.
 const (
@@ -105,7 +114,7 @@ func problemFor(err error) problem {
 // limit, cross-origin refusal).
 func codeForStatus(status int) string {
 	for code, s := range statusByCode {
-		if s == status && code != store.CodeIdempotencyConflict && code != store.CodeCursorInvalid {
+		if s == status && !slices.Contains(narrowCodes, code) {
 			return code
 		}
 	}

@@ -17,6 +17,7 @@ import (
 
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/hostname"
+	"github.com/refundd/refundd/outbound"
 	"github.com/refundd/refundd/store"
 )
 
@@ -66,6 +67,14 @@ type Config struct {
 	// comparison with ours (GET /support/provider); nil: this server does
 	// not read it, and the page says so.
 	ProviderLedger ProviderLedger
+	// WebhookPolicy checks the URLs admins register for webhooks: serve's
+	// refuses http:// and loopback, private, link-local and metadata
+	// addresses unless WEBHOOK_ALLOW_HOSTS names them; dev's allows http://
+	// and loopback. The zero Policy is serve's without allowed hosts.
+	WebhookPolicy outbound.Policy
+	// MaxWebhooks bounds the endpoints admins may register (MAX_WEBHOOKS).
+	// Zero means DefaultMaxWebhooks.
+	MaxWebhooks int
 }
 
 // DefaultAPIPageLimit is Config.APIPageLimit's default.
@@ -108,6 +117,9 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	}
 	if h.cfg.RequestTimeout <= 0 {
 		h.cfg.RequestTimeout = DefaultRequestTimeout
+	}
+	if h.cfg.MaxWebhooks <= 0 {
+		h.cfg.MaxWebhooks = DefaultMaxWebhooks
 	}
 	if h.cfg.APIPageLimit <= 0 {
 		h.cfg.APIPageLimit = DefaultAPIPageLimit
@@ -163,6 +175,7 @@ func (h *Handler) routes() []route {
 	// api rows take a bearer token as well as the session.
 	api := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser}
 	admin := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
+	apiAdmin := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser, h.requireRole(store.RoleAdmin)}
 	support := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
 	// Streams are bounded until they open (streamDeadline).
 	streamSession := []echo.MiddlewareFunc{h.streamDeadline, h.loadUser}
@@ -213,6 +226,13 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/admin/users/:id/tokens", h.createToken, admin, bodyForm},
 		{http.MethodGet, "/admin/tokens/new", h.showNewToken, admin, bodyNone},
 		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin, bodyForm},
+		{http.MethodGet, "/admin/webhooks", h.showAdminWebhooks, admin, bodyNone},
+		{http.MethodPost, "/admin/webhooks", h.saveWebhook, admin, bodyForm},
+		{http.MethodPost, "/admin/webhooks/:id/rotate", h.rotateWebhookSecret, admin, bodyForm},
+		{http.MethodPost, "/admin/webhooks/:id/delete", h.removeWebhook, admin, bodyForm},
+		{http.MethodPost, "/admin/webhooks/:id/disable", h.disableWebhook, admin, bodyForm},
+		{http.MethodPost, "/admin/webhooks/:id/enable", h.enableWebhook, admin, bodyForm},
+		{http.MethodPost, "/admin/webhooks/:id/deliveries/:run/:seq/resend", h.resendDelivery, admin, bodyForm},
 
 		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public, bodyNone},
 		{http.MethodGet, "/api/orders", h.apiListOrders, api, bodyNone},
@@ -223,6 +243,12 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/api/runs/:id/stream", h.apiStreamEvents, runStreamAPI, bodyNone},
 		{http.MethodPost, "/api/runs/:id/approve", h.apiApproveRun, api, bodyFormOrJSON},
 		{http.MethodPost, "/api/runs/:id/cancel", h.apiCancelRun, api, bodyFormOrJSON},
+		{http.MethodGet, "/api/webhooks", h.apiListWebhooks, apiAdmin, bodyNone},
+		{http.MethodPost, "/api/webhooks", h.apiCreateWebhook, apiAdmin, bodyJSON},
+		{http.MethodDelete, "/api/webhooks/:id", h.apiDeleteWebhook, apiAdmin, bodyNone},
+		{http.MethodPost, "/api/webhooks/:id/rotate", h.apiRotateWebhook, apiAdmin, bodyNone},
+		{http.MethodPost, "/api/webhooks/:id/enable", h.apiEnableWebhook, apiAdmin, bodyJSON},
+		{http.MethodPost, "/api/webhooks/:id/disable", h.apiDisableWebhook, apiAdmin, bodyNone},
 	}
 }
 

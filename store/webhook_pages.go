@@ -141,10 +141,11 @@ func (s *Store) EnableWebhookByAdmin(ctx context.Context, id uuid.UUID, from tim
 // ResendDelivery asks for one delivery of an endpoint to be sent again:
 // an acknowledged (or skipped) one is replayed (resend_at), outside the
 // run's order and without changing its state; a pending one is made due
-// now. ErrNotFound if there is no such delivery.
-func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID, seq int64) error {
-	return s.inTx(ctx, func(tx *txn) error {
-		var typ string
+// now. It returns the delivery's event type; ErrNotFound if there is no
+// such delivery.
+func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID, seq int64) (string, error) {
+	var typ string
+	err := s.inTx(ctx, func(tx *txn) error {
 		err := tx.GetContext(ctx, &typ, `UPDATE webhook_deliveries
 			SET resend_at = CASE WHEN state = 'pending' THEN resend_at ELSE now() END,
 			    next_at = CASE WHEN state = 'pending' THEN now() ELSE next_at END
@@ -158,6 +159,7 @@ func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID,
 		return audit(ctx, tx, AuditWebhookResent, WebhookSubject(endpointID),
 			map[string]any{"run_id": runID, "seq": seq, "type": typ})
 	})
+	return typ, err
 }
 
 // WebhookLags is, per endpoint with undelivered events, when its oldest

@@ -166,11 +166,11 @@ func TestResendDelivery(t *testing.T) {
 	insertDelivery(t, s, ep.ID, run, 1, "delivered", 1)
 	insertDelivery(t, s, ep.ID, run, 2, "pending", 2)
 	for _, seq := range []int64{1, 2} {
-		if err := s.ResendDelivery(ctx, ep.ID, run, seq); err != nil {
-			t.Fatal(err)
+		if typ, err := s.ResendDelivery(ctx, ep.ID, run, seq); err != nil || typ != "run.created" {
+			t.Fatalf("resend %d: %q, %v; want run.created", seq, typ, err)
 		}
 	}
-	if err := s.ResendDelivery(ctx, ep.ID, run, 3); !errors.Is(err, store.ErrNotFound) {
+	if _, err := s.ResendDelivery(ctx, ep.ID, run, 3); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("resend of a missing delivery: err = %v, want ErrNotFound", err)
 	}
 	ds, err := s.RunDeliveries(ctx, run)

@@ -42,7 +42,7 @@ func navFor(u *store.User) []NavLink {
 	case store.RoleSupport:
 		return []NavLink{{"/", "Home"}, {"/support/runs", "Search runs"}, {"/support/audit", "Audit log"}}
 	case store.RoleAdmin:
-		return []NavLink{{"/", "Home"}, {"/admin/users", "Users"}, {"/support/audit", "Audit log"}}
+		return []NavLink{{"/", "Home"}, {"/admin/users", "Users"}, {"/admin/webhooks", "Webhooks"}, {"/support/audit", "Audit log"}}
 	}
 	return []NavLink{{"/", "Home"}}
 }
