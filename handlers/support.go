@@ -114,6 +114,9 @@ func (h *Handler) showSupportRun(c echo.Context) error {
 	if err != nil {
 		return err
 	}
+	if d.Deliveries, err = h.store.RunDeliveries(c.Request().Context(), d.Snap.Run.ID); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.SupportRunPage(currentUser(c), d))
 }
 

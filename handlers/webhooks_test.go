@@ -383,3 +383,29 @@ func TestOpenAPI_WebhookDelivery(t *testing.T) {
 		t.Errorf("WebhookPayload = %v, want type, timestamp and data: Event", payload)
 	}
 }
+
+// TestSupportRun_ListsDeliveries: support's page of a run lists its
+// deliveries to every endpoint, with their state, attempts, last status
+// and next try.
+func TestSupportRun_ListsDeliveries(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, serveWebhookConfig())
+	run := a.startRun(t, "customer@example.com", 1)
+	admin := a.signedIn(t, "admin@example.com")
+	first := a.mustCreateWebhook(t, admin, `{"url":"https://hooks.example.com/first"}`)
+	second := a.mustCreateWebhook(t, admin, `{"url":"https://hooks.example.com/second"}`)
+	a.insertDelivery(t, first.ID, run.ID, 1, "delivered", "2026-01-01T00:00:00Z")
+	a.insertDelivery(t, second.ID, run.ID, 1, "pending", "2026-01-01T00:00:00Z")
+	r := a.get(t, a.signedIn(t, "support@example.com"), "/support/runs/"+run.ID.String())
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc(t).Find("#support-deliveries .support-delivery")
+	if rows.Length() != 2 {
+		t.Fatalf("deliveries listed = %d, want 2", rows.Length())
+	}
+	if got := rows.Eq(0).Text(); !strings.Contains(got, "/first") || !strings.Contains(got, "Delivered") {
+		t.Errorf("first row = %q, want the first endpoint, delivered", got)
+	}
+	if got := rows.Eq(1).Text(); !strings.Contains(got, "/second") || !strings.Contains(got, "Not yet acknowledged") || !strings.Contains(got, "503") {
+		t.Errorf("second row = %q, want the second endpoint, waiting, last status 503", got)
+	}
+}

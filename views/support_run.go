@@ -28,6 +28,9 @@ type SupportRun struct {
 	Family []store.RunListing
 	// Retries are the run's chain of asking again, if it has one.
 	Retries *store.Retries
+	// Deliveries are the run's business events on their way to each
+	// webhook endpoint (support's page only; the export leaves them out).
+	Deliveries []store.RunDelivery
 }
 
 // familyParent is the family's parent (the request), nil when the family
