@@ -349,6 +349,10 @@ func TestWebhooksPage_SendAgain(t *testing.T) {
 	if got := a.count(t, `SELECT count(*) FROM webhook_deliveries WHERE seq = 2 AND resend_at IS NULL AND next_at <= now()`); got != 1 {
 		t.Errorf("pending one due now = %d, want 1", got)
 	}
+	audit := a.get(t, admin, "/support/audit?action=webhook.resent")
+	if got := audit.body; !strings.Contains(got, "asked to send run.completed (event 1) again to") || !strings.Contains(got, "https://hooks.example.com/") {
+		t.Errorf("the audit log does not say who asked to send what again:\n%s", got)
+	}
 	wantStatus(t, a.post(t, admin, base+"/9/resend", nil), http.StatusNotFound)
 	wantStatus(t, a.post(t, a.signedIn(t, "support@example.com"), base+"/1/resend", nil), http.StatusForbidden)
 }

@@ -144,12 +144,17 @@ func (s *Store) EnableWebhookByAdmin(ctx context.Context, id uuid.UUID, from tim
 // now. It returns the delivery's event type; ErrNotFound if there is no
 // such delivery.
 func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID, seq int64) (string, error) {
-	var typ string
+	var row struct {
+		Type string `db:"type"`
+		URL  string `db:"url"`
+	}
 	err := s.inTx(ctx, func(tx *txn) error {
-		err := tx.GetContext(ctx, &typ, `UPDATE webhook_deliveries
-			SET resend_at = CASE WHEN state = 'pending' THEN resend_at ELSE now() END,
-			    next_at = CASE WHEN state = 'pending' THEN now() ELSE next_at END
-			WHERE endpoint_id = $1 AND run_id = $2 AND seq = $3 RETURNING type`, endpointID, runID, seq)
+		err := tx.GetContext(ctx, &row, `UPDATE webhook_deliveries d
+			SET resend_at = CASE WHEN d.state = 'pending' THEN d.resend_at ELSE now() END,
+			    next_at = CASE WHEN d.state = 'pending' THEN now() ELSE d.next_at END
+			FROM webhook_endpoints e
+			WHERE e.id = d.endpoint_id AND d.endpoint_id = $1 AND d.run_id = $2 AND d.seq = $3
+			RETURNING d.type, e.url`, endpointID, runID, seq)
 		if errors.Is(err, sql.ErrNoRows) {
 			return ErrNotFound
 		}
@@ -157,9 +162,9 @@ func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID,
 			return fmt.Errorf("store: resend delivery: %w", err)
 		}
 		return audit(ctx, tx, AuditWebhookResent, WebhookSubject(endpointID),
-			map[string]any{"run_id": runID, "seq": seq, "type": typ})
+			map[string]any{"url": row.URL, "run_id": runID, "seq": seq, "type": row.Type})
 	})
-	return typ, err
+	return row.Type, err
 }
 
 // WebhookLags is, per endpoint with undelivered events, when its oldest

@@ -28,6 +28,9 @@ type auditDetails struct {
 	From   string `json:"from"`
 	To     string `json:"to"`
 	Name   string `json:"name"`
+	URL    string `json:"url"`  // a webhook endpoint's
+	Type   string `json:"type"` // a resent delivery's event type
+	Seq    int64  `json:"seq"`
 	Reason string `json:"reason"`
 	Email  string `json:"email"`
 }
@@ -45,6 +48,12 @@ var auditActionWords = map[string]string{
 	store.AuditTokenRevoked:       "API tokens revoked",
 	store.AuditRunApproved:        "Refunds approved",
 	store.AuditRunCancelRequested: "Cancels asked for",
+	store.AuditWebhookCreated:     "Webhook endpoints added",
+	store.AuditWebhookDeleted:     "Webhook endpoints deleted",
+	store.AuditWebhookRotated:     "Webhook secrets rotated",
+	store.AuditWebhookDisabled:    "Webhook endpoints disabled",
+	store.AuditWebhookEnabled:     "Webhook endpoints enabled",
+	store.AuditWebhookResent:      "Webhook deliveries sent again",
 }
 
 // GrantWords says what a grant lets its holder do.
@@ -94,10 +103,36 @@ func auditWords(e store.AuditEntry, viewer *store.User) AuditLine {
 		l.Verb, l.Rest = "approved the refund of", givenReason(d.Reason)
 	case store.AuditRunCancelRequested:
 		l.Verb, l.Rest = "asked to cancel", givenReason(d.Reason)
+	case store.AuditWebhookCreated, store.AuditWebhookDeleted, store.AuditWebhookRotated,
+		store.AuditWebhookDisabled, store.AuditWebhookEnabled, store.AuditWebhookResent:
+		l.Verb, l.Subject, l.Rest = webhookAuditWords(e.Action, d)
+		l.SubjectHref = ""
 	default:
 		l.Verb = e.Action
 	}
 	return l
+}
+
+// webhookAuditWords are the verb, subject and rest of a change to a
+// webhook endpoint: the endpoint is named by its URL.
+func webhookAuditWords(action string, d auditDetails) (verb, subject, rest string) {
+	subject = cmp.Or(d.URL, "a webhook endpoint")
+	switch action {
+	case store.AuditWebhookCreated:
+		return "added the webhook endpoint", subject, ""
+	case store.AuditWebhookDeleted:
+		return "deleted the webhook endpoint", subject, ""
+	case store.AuditWebhookRotated:
+		return "rotated the secret of the webhook endpoint", subject, ""
+	case store.AuditWebhookDisabled:
+		return "disabled the webhook endpoint", subject, ""
+	case store.AuditWebhookEnabled:
+		if d.From != "" {
+			rest = ", from the events of " + d.From
+		}
+		return "enabled the webhook endpoint", subject, rest
+	}
+	return "asked to send " + cmp.Or(d.Type, "an event") + " (event " + strconv.FormatInt(d.Seq, 10) + ") again to", subject, ""
 }
 
 // givenReason is the reason given with a decision, after its subject, ""
