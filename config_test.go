@@ -344,6 +344,10 @@ func TestLoadConfig_Outbound(t *testing.T) {
 			t.Errorf("PublicURL = %q, want %q", got, want)
 		}
 	})
+}
+
+func TestLoadConfig_OutboundBadValues(t *testing.T) {
+	t.Parallel()
 	for name, env := range map[string]map[string]string{
 		"zero step":      {"WEBHOOK_RETRY_SCHEDULE": "5s,0s"},
 		"not a duration": {"WEBHOOK_RETRY_SCHEDULE": "5s,soon"},

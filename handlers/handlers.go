@@ -228,10 +228,7 @@ func (h *Handler) routes() []route {
 		{http.MethodPost, "/admin/tokens/:id/revoke", h.revokeToken, admin, bodyForm},
 		{http.MethodGet, "/admin/webhooks", h.showAdminWebhooks, admin, bodyNone},
 		{http.MethodPost, "/admin/webhooks", h.saveWebhook, admin, bodyForm},
-		{http.MethodPost, "/admin/webhooks/:id/rotate", h.rotateWebhookSecret, admin, bodyForm},
-		{http.MethodPost, "/admin/webhooks/:id/delete", h.removeWebhook, admin, bodyForm},
-		{http.MethodPost, "/admin/webhooks/:id/disable", h.disableWebhook, admin, bodyForm},
-		{http.MethodPost, "/admin/webhooks/:id/enable", h.enableWebhook, admin, bodyForm},
+		{http.MethodPost, "/admin/webhooks/:id/:action", h.changeWebhook, admin, bodyForm}, // rotate, delete, disable, enable
 		{http.MethodPost, "/admin/webhooks/:id/deliveries/:run/:seq/resend", h.resendDelivery, admin, bodyForm},
 
 		{http.MethodGet, "/api/openapi.json", h.apiOpenAPI, public, bodyNone},

@@ -112,6 +112,22 @@ func (h *Handler) saveWebhook(c echo.Context) error {
 	return h.keepNewWebhookSecret(c, ep, false)
 }
 
+// changeWebhook is a button of the page on one endpoint:
+// /admin/webhooks/{id}/rotate, delete, disable or enable.
+func (h *Handler) changeWebhook(c echo.Context) error {
+	switch c.Param("action") {
+	case "rotate":
+		return h.rotateWebhookSecret(c)
+	case "delete":
+		return h.removeWebhook(c)
+	case "disable":
+		return h.disableWebhook(c)
+	case "enable":
+		return h.enableWebhook(c)
+	}
+	return store.ErrNotFound
+}
+
 func (h *Handler) rotateWebhookSecret(c echo.Context) error {
 	id, err := webhookID(c)
 	if err != nil {

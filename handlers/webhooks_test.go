@@ -413,3 +413,45 @@ func TestSupportRun_ListsDeliveries(t *testing.T) {
 		t.Errorf("second row = %q, want the second endpoint, waiting, last status 503", got)
 	}
 }
+
+// TestWebhooksPage_Buttons: the page's buttons rotate (the new secret
+// shown once), disable, enable from a time and delete an endpoint.
+func TestWebhooksPage_Buttons(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, serveWebhookConfig())
+	admin := a.signedIn(t, "admin@example.com")
+	made := a.mustCreateWebhook(t, admin, `{"url":"https://hooks.example.com/"}`)
+	base := "/admin/webhooks/" + made.ID.String()
+
+	wantRedirect(t, a.post(t, admin, base+"/rotate", nil), "/admin/webhooks")
+	shown := strings.TrimSpace(a.get(t, admin, "/admin/webhooks").doc(t).Find("#new-webhook-secret-value").Text())
+	if stored := a.storedWebhook(t, made.ID); shown != stored.Secret || shown == made.Secret {
+		t.Errorf("shown after rotate = %q, want the new stored secret", shown)
+	}
+	if again := a.get(t, admin, "/admin/webhooks"); strings.Contains(again.body, "whsec_") {
+		t.Error("the reload shows the rotated secret again")
+	}
+
+	wantRedirect(t, a.post(t, admin, base+"/disable", nil), "/admin/webhooks")
+	page := a.get(t, admin, "/admin/webhooks").doc(t)
+	if got := page.Find(".webhook-state").AttrOr("data-state", ""); got != "disabled" {
+		t.Errorf("state after disable = %q, want disabled", got)
+	}
+	if got := page.Find(".flash").Text(); !strings.Contains(got, "Disabled https://hooks.example.com/") {
+		t.Errorf("flash = %q", got)
+	}
+	wantStatus(t, a.post(t, admin, base+"/enable", url.Values{"from": {"soon"}}), http.StatusUnprocessableEntity)
+	wantRedirect(t, a.post(t, admin, base+"/enable", url.Values{"from": {"2026-01-02T15:04"}}), "/admin/webhooks")
+	if got := a.get(t, admin, "/admin/webhooks").doc(t).Find(".flash").Text(); !strings.Contains(got, "2026-01-02 15:04 UTC") {
+		t.Errorf("flash after enable = %q, want the time it goes on from", got)
+	}
+	if ep := a.storedWebhook(t, made.ID); ep.DisabledAt.Valid {
+		t.Error("still disabled after enable")
+	}
+	wantStatus(t, a.post(t, admin, base+"/explode", nil), http.StatusNotFound)
+	wantRedirect(t, a.post(t, admin, base+"/delete", nil), "/admin/webhooks")
+	if n := a.count(t, `SELECT count(*) FROM webhook_endpoints`); n != 0 {
+		t.Errorf("%d endpoints after delete, want 0", n)
+	}
+	wantStatus(t, a.post(t, admin, base+"/delete", nil), http.StatusNotFound)
+}
