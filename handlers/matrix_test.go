@@ -72,7 +72,7 @@ type mxCellFunc func(t *testing.T, m *mxApp, row mxRow, who int, c *http.Client)
 // server registers) × every principal → what they get.
 func mxRows() []mxRow {
 	const L = "303 /login"
-	return []mxRow{
+	return append([]mxRow{
 		// mxWant columns: anonymous, customer (owner), other-customer, revoked-customer (owner), approver, support, admin, customer-token.
 		{"GET", "/healthz", false, mxPath("/healthz"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
 		{"GET", "/readyz", false, mxPath("/readyz"), mxWant{"200", "200", "200", "200", "200", "200", "200", "200"}},
@@ -124,7 +124,7 @@ func mxRows() []mxRow {
 		{"GET", "/api/runs/:id/stream", false, mxOnRun(""), mxWant{"401", "sse full", "404", "sse status", "sse full", "sse full", "404", "sse full"}},
 		{"POST", "/api/runs/:id/approve", false, mxOnRun(store.EventApprovalGranted), mxWant{"401", "403", "404", "403", "200", "403", "404", "403"}},
 		{"POST", "/api/runs/:id/cancel", false, mxOnRun(store.EventCancelRequested), mxWant{"401", "200", "404", "200", "200", "403", "404", "200"}},
-	}
+	}, mxWebhookRows()...)
 }
 
 // mxUnaskedRows are the rows of the routes on one run again, on a run that
