@@ -119,21 +119,31 @@ func (s *Store) DisableWebhookByAdmin(ctx context.Context, id uuid.UUID) error {
 	})
 }
 
-// EnableWebhookByAdmin is EnableWebhook for the admin in ctx, recorded in
-// the audit log with the time it goes on from, if any.
+// EnableWebhookByAdmin is EnableWebhook for the admin in ctx, with its
+// audit record (the time it goes on from, if any) in the same transaction.
 func (s *Store) EnableWebhookByAdmin(ctx context.Context, id uuid.UUID, from time.Time) error {
-	ep, err := s.Webhook(ctx, id)
-	if err != nil {
-		return err
-	}
-	if err := s.EnableWebhook(ctx, id, from); err != nil {
-		return err
-	}
-	details := map[string]any{"url": ep.URL}
-	if !from.IsZero() {
-		details["from"] = from.UTC().Format(time.RFC3339)
-	}
 	return s.inTx(ctx, func(tx *txn) error {
+		var url string
+		err := tx.GetContext(ctx, &url, `UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL
+			WHERE id = $1 RETURNING url`, id)
+		if errors.Is(err, sql.ErrNoRows) {
+			return ErrNotFound
+		}
+		if err != nil {
+			return fmt.Errorf("store: enable webhook: %w", err)
+		}
+		details := map[string]any{"url": url}
+		if !from.IsZero() {
+			details["from"] = from.UTC().Format(time.RFC3339)
+			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET state = 'skipped'
+				WHERE endpoint_id = $1 AND state = 'pending' AND event_at < $2`, id, from); err != nil {
+				return fmt.Errorf("store: enable webhook from %s: %w", from, err)
+			}
+		}
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries SET next_at = now()
+			WHERE endpoint_id = $1 AND state = 'pending'`, id); err != nil {
+			return fmt.Errorf("store: enable webhook: %w", err)
+		}
 		return audit(ctx, tx, AuditWebhookEnabled, WebhookSubject(id), details)
 	})
 }
