@@ -139,7 +139,8 @@ type Config struct {
 	// MAX_WEBHOOKS: how many endpoints may be registered.
 	MaxWebhooks int
 	// SMTP_URL: where emails are sent (smtp:// or smtps://, user and
-	// password in it); empty sends none. Never printed: it holds a password.
+	// password in it); empty sends none (`dev` then runs its own local
+	// server and points this at it). Never printed: it holds a password.
 	SMTPURL string
 	// MAIL_FROM: the From of every email.
 	MailFrom string
@@ -152,14 +153,6 @@ type Config struct {
 
 	LogLevel  slog.Level // LOG_LEVEL: debug, info, warn or error
 	LogFormat string     // LOG_FORMAT: text or json
-
-	// Email (issue 35). Added by the email branch so `dev` can point
-	// SMTPURL at its local mail server; reading SMTP_URL, MAIL_FROM and
-	// PUBLIC_URL from the environment (and README's rows) is the wiring's
-	// (reconcile on merge).
-	SMTPURL   string // SMTP_URL: where emails are sent; empty sends none (dev runs its own server)
-	MailFrom  string // MAIL_FROM: the emails' sender
-	PublicURL string // PUBLIC_URL: where people open refundd, for the links in emails
 }
 
 // LoadConfig reads and validates the environment through getenv. Every
