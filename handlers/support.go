@@ -117,6 +117,9 @@ func (h *Handler) showSupportRun(c echo.Context) error {
 	if d.Deliveries, err = h.store.RunDeliveries(c.Request().Context(), d.Snap.Run.ID); err != nil {
 		return err
 	}
+	if d.Mails, err = h.store.MailsOfRun(c.Request().Context(), d.Snap.Run.ID); err != nil {
+		return err
+	}
 	return render(c, http.StatusOK, views.SupportRunPage(currentUser(c), d))
 }
 

@@ -414,6 +414,27 @@ func TestSupportRun_ListsDeliveries(t *testing.T) {
 	}
 }
 
+// TestSupportRun_ListsMails: support's page of a run lists its request's
+// emails, a permanent refusal in the server's words.
+func TestSupportRun_ListsMails(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	run := a.startRun(t, "customer@example.com", 1)
+	if _, err := a.db.Exec(`INSERT INTO mails (message_id, run_id, kind, recipient, subject, body, state, attempts, last_error)
+		VALUES ('<ended.x@refundd>', $1, 'ended', 'customer@example.com', 'Your refund', 'b', 'failed', 1, '550 no such mailbox')`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	r := a.get(t, a.signedIn(t, "support@example.com"), "/support/runs/"+run.ID.String())
+	wantStatus(t, r, http.StatusOK)
+	rows := r.doc(t).Find("#support-mails .support-mail")
+	if rows.Length() != 1 {
+		t.Fatalf("emails listed = %d, want 1", rows.Length())
+	}
+	if got := rows.Text(); !strings.Contains(got, "Refused for good: 550 no such mailbox") || !strings.Contains(got, "<ended.x@refundd>") {
+		t.Errorf("email row = %q, want the refusal's words and the Message-ID", got)
+	}
+}
+
 // TestWebhooksPage_Buttons: the page's buttons rotate (the new secret
 // shown once), disable, enable from a time and delete an endpoint.
 func TestWebhooksPage_Buttons(t *testing.T) {

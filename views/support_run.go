@@ -31,6 +31,9 @@ type SupportRun struct {
 	// Deliveries are the run's business events on their way to each
 	// webhook endpoint (support's page only; the export leaves them out).
 	Deliveries []store.RunDelivery
+	// Mails are the emails of the run's request (the mail ledger, kept by
+	// the root run), support's page only.
+	Mails []store.Mail
 }
 
 // familyParent is the family's parent (the request), nil when the family
@@ -314,4 +317,33 @@ func (q SupportSearch) pageHref(p int) string {
 		return "/support/runs"
 	}
 	return "/support/runs?" + v.Encode()
+}
+
+// mailKindWords says what an email of the ledger is about, for support.
+func mailKindWords(kind string) string {
+	switch kind {
+	case store.MailEnded:
+		return "the request ended"
+	case store.MailWaiting:
+		return "a decision is waiting"
+	}
+	return kind
+}
+
+// mailStateWords says where one email is: sent, refused for good (with
+// the server's words), or still to be sent.
+func mailStateWords(m store.Mail) string {
+	switch m.State {
+	case "sent":
+		if m.SentAt.Valid {
+			return "Sent " + m.SentAt.Time.UTC().Format("2006-01-02 15:04:05 UTC")
+		}
+		return "Sent"
+	case "failed":
+		return "Refused for good: " + m.LastError.String
+	}
+	if m.LastError.Valid {
+		return "Not sent yet (last try: " + m.LastError.String + "); next try " + m.NextAt.UTC().Format("2006-01-02 15:04:05 UTC")
+	}
+	return "Not sent yet"
 }
