@@ -229,7 +229,7 @@ func (h *Handler) apiDeleteWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.RemoveWebhook(c.Request().Context(), id); err != nil {
+	if err := h.store.DeleteWebhook(c.Request().Context(), id); err != nil {
 		return err
 	}
 	return c.NoContent(http.StatusNoContent)
@@ -275,7 +275,7 @@ func (h *Handler) apiEnableWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.answerWebhook(c, id, h.store.EnableWebhookByAdmin(c.Request().Context(), id, from))
+	return h.answerWebhook(c, id, h.store.EnableWebhook(c.Request().Context(), id, from))
 }
 
 // apiDisableWebhook is POST /api/webhooks/{id}/disable: deliveries wait
@@ -285,7 +285,7 @@ func (h *Handler) apiDisableWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.answerWebhook(c, id, h.store.DisableWebhookByAdmin(c.Request().Context(), id))
+	return h.answerWebhook(c, id, h.store.DisableWebhook(c.Request().Context(), id))
 }
 
 // answerWebhook answers a change to endpoint id with the endpoint as it is

@@ -55,12 +55,12 @@ func mxNewWebhook(api bool) mxCellFunc {
 // mxWebhook is a fresh endpoint, disabled if asked.
 func (m *mxApp) mxWebhook(t *testing.T, disabled bool) uuid.UUID {
 	t.Helper()
-	ep, err := m.store.CreateWebhook(context.Background(), store.NewWebhook{URL: "https://203.0.113.7/" + uuid.NewString(), Secret: "whsec_bXg="})
+	ep, err := m.store.AddWebhook(context.Background(), store.NewWebhook{URL: "https://203.0.113.7/" + uuid.NewString(), Secret: "whsec_bXg="}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if disabled {
-		if err := m.store.DisableWebhook(context.Background(), ep.ID, store.WebhookByAdmin); err != nil {
+		if err := m.store.DisableWebhook(context.Background(), ep.ID); err != nil {
 			t.Fatal(err)
 		}
 	}

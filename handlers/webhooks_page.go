@@ -150,7 +150,7 @@ func (h *Handler) removeWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	if err := h.store.RemoveWebhook(ctx, id); err != nil {
+	if err := h.store.DeleteWebhook(ctx, id); err != nil {
 		return err
 	}
 	return h.backToWebhooks(c, views.WebhookDeletedWords(ep.URL))
@@ -162,7 +162,7 @@ func (h *Handler) disableWebhook(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if err := h.store.DisableWebhookByAdmin(ctx, id); err != nil {
+	if err := h.store.DisableWebhook(ctx, id); err != nil {
 		return err
 	}
 	ep, err := h.store.Webhook(ctx, id)
@@ -182,7 +182,7 @@ func (h *Handler) enableWebhook(c echo.Context) error {
 		return err
 	}
 	ctx := c.Request().Context()
-	if err := h.store.EnableWebhookByAdmin(ctx, id, from); err != nil {
+	if err := h.store.EnableWebhook(ctx, id, from); err != nil {
 		return err
 	}
 	ep, err := h.store.Webhook(ctx, id)

@@ -244,7 +244,7 @@ func mustEndpoint(t testing.TB, st *store.Store, url string, types ...string) (s
 	if err != nil {
 		t.Fatal(err)
 	}
-	ep, err := st.CreateWebhook(context.Background(), store.NewWebhook{URL: url, Secret: secret, EventTypes: types})
+	ep, err := st.AddWebhook(context.Background(), store.NewWebhook{URL: url, Secret: secret, EventTypes: types}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -79,7 +79,7 @@ func TestWebhook_RotationSignsWithBoth(t *testing.T) {
 	rcv := newReceiver(t)
 	ep, old := mustEndpoint(t, st, rcv.URL())
 	secret, _ := outbound.NewSecret()
-	if _, err := st.RotateWebhookSecret(context.Background(), ep.ID, secret, 24*time.Hour); err != nil {
+	if _, err := st.RotateWebhook(context.Background(), ep.ID, secret, 24*time.Hour); err != nil {
 		t.Fatal(err)
 	}
 	rcv.secrets = []string{old, secret} // each verified alone

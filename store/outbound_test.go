@@ -49,8 +49,8 @@ func (f *outboxFixture) endedRun(t *testing.T) uuid.UUID {
 
 func (f *outboxFixture) endpoint(t *testing.T, types ...string) store.WebhookEndpoint {
 	t.Helper()
-	ep, err := f.s.CreateWebhook(context.Background(), store.NewWebhook{URL: "https://example.com/hook",
-		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", EventTypes: types})
+	ep, err := f.s.AddWebhook(context.Background(), store.NewWebhook{URL: "https://example.com/hook",
+		Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", EventTypes: types}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestClaimDeliveries_FullAndDisabledEndpoints(t *testing.T) {
 		f.endedRun(t)
 	}
 	f.fanOut(t, nil)
-	if err := f.s.DisableWebhook(context.Background(), off.ID, store.WebhookByAdmin); err != nil {
+	if err := f.s.DisableWebhook(context.Background(), off.ID); err != nil {
 		t.Fatal(err)
 	}
 	ds, err := f.s.ClaimDeliveries(context.Background(), store.DeliveryClaim{Limit: 100, Lease: time.Minute, PerEndpoint: 2,

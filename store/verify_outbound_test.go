@@ -19,7 +19,7 @@ func TestVerify_WebhookCursorNeverPastAnUnacknowledgedEvent(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	db := storetest.DB(t, f.s)
-	ep, err := f.s.CreateWebhook(ctx, store.NewWebhook{URL: "https://example.com/hook", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"})
+	ep, err := f.s.AddWebhook(ctx, store.NewWebhook{URL: "https://example.com/hook", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}, 0)
 	if err != nil {
 		t.Fatal(err)
 	}

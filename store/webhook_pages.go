@@ -41,7 +41,8 @@ func (s *Store) AddWebhook(ctx context.Context, w NewWebhook, max int) (WebhookE
 	return ep, err
 }
 
-// insertWebhook is CreateWebhook's insert, in tx.
+// insertWebhook is AddWebhook's insert, in tx; unknown or narration
+// event types are refused in words (CodeInvalid).
 func insertWebhook(ctx context.Context, tx *txn, w NewWebhook) (WebhookEndpoint, error) {
 	var ep WebhookEndpoint
 	for _, t := range w.EventTypes {
@@ -66,9 +67,9 @@ func insertWebhook(ctx context.Context, tx *txn, w NewWebhook) (WebhookEndpoint,
 	return ep, nil
 }
 
-// RemoveWebhook deletes an endpoint and its deliveries for the admin in
+// DeleteWebhook deletes an endpoint and its deliveries for the admin in
 // ctx; ErrNotFound if there is none.
-func (s *Store) RemoveWebhook(ctx context.Context, id uuid.UUID) error {
+func (s *Store) DeleteWebhook(ctx context.Context, id uuid.UUID) error {
 	return s.inTx(ctx, func(tx *txn) error {
 		var url string
 		err := tx.GetContext(ctx, &url, `DELETE FROM webhook_endpoints WHERE id = $1 RETURNING url`, id)
@@ -101,9 +102,9 @@ func (s *Store) RotateWebhook(ctx context.Context, id uuid.UUID, secret string, 
 	return ep, err
 }
 
-// DisableWebhookByAdmin stops deliveries to an endpoint at the request of
+// DisableWebhook stops deliveries to an endpoint at the request of
 // the admin in ctx (reason WebhookByAdmin); its events keep being queued.
-func (s *Store) DisableWebhookByAdmin(ctx context.Context, id uuid.UUID) error {
+func (s *Store) DisableWebhook(ctx context.Context, id uuid.UUID) error {
 	return s.inTx(ctx, func(tx *txn) error {
 		var url string
 		err := tx.GetContext(ctx, &url, `UPDATE webhook_endpoints
@@ -119,9 +120,12 @@ func (s *Store) DisableWebhookByAdmin(ctx context.Context, id uuid.UUID) error {
 	})
 }
 
-// EnableWebhookByAdmin is EnableWebhook for the admin in ctx, with its
-// audit record (the time it goes on from, if any) in the same transaction.
-func (s *Store) EnableWebhookByAdmin(ctx context.Context, id uuid.UUID, from time.Time) error {
+// EnableWebhook resumes deliveries to an endpoint for the admin in ctx,
+// from where it stopped or, when from is not zero, from the events
+// committed at or after from: the earlier ones still waiting are marked
+// skipped (by the admin's choice), never silently dropped. What waits is
+// due at once. Its audit record (with from) commits with it.
+func (s *Store) EnableWebhook(ctx context.Context, id uuid.UUID, from time.Time) error {
 	return s.inTx(ctx, func(tx *txn) error {
 		var url string
 		err := tx.GetContext(ctx, &url, `UPDATE webhook_endpoints SET disabled_at = NULL, disabled_reason = NULL, failing_since = NULL

@@ -114,7 +114,7 @@ func TestWebhookAdmin_Audited(t *testing.T) {
 	if until := rotated.PreviousUntil.Time; time.Until(until) < 23*time.Hour || time.Until(until) > 25*time.Hour {
 		t.Errorf("previous secret kept until %s, want about 24 h from now", until)
 	}
-	if err := s.DisableWebhookByAdmin(ctx, ep.ID); err != nil {
+	if err := s.DisableWebhook(ctx, ep.ID); err != nil {
 		t.Fatal(err)
 	}
 	got, err := s.Webhook(ctx, ep.ID)
@@ -124,13 +124,13 @@ func TestWebhookAdmin_Audited(t *testing.T) {
 	if !got.DisabledAt.Valid || got.DisabledReason.String != store.WebhookByAdmin {
 		t.Errorf("disabled = %v, %q; want disabled by admin", got.DisabledAt.Valid, got.DisabledReason.String)
 	}
-	if err := s.EnableWebhookByAdmin(ctx, ep.ID, time.Now()); err != nil {
+	if err := s.EnableWebhook(ctx, ep.ID, time.Now()); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RemoveWebhook(ctx, ep.ID); err != nil {
+	if err := s.DeleteWebhook(ctx, ep.ID); err != nil {
 		t.Fatal(err)
 	}
-	if err := s.RemoveWebhook(ctx, ep.ID); !errors.Is(err, store.ErrNotFound) {
+	if err := s.DeleteWebhook(ctx, ep.ID); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("second delete: err = %v, want ErrNotFound", err)
 	}
 	want := []string{store.AuditWebhookDeleted, store.AuditWebhookEnabled, store.AuditWebhookDisabled, store.AuditWebhookRotated, store.AuditWebhookCreated}
