@@ -211,7 +211,7 @@ func (h *Handler) apiListWebhooks(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	lags, err := h.store.WebhookLags(ctx)
+	lags, err := h.store.WebhookLag(ctx)
 	if err != nil {
 		return err
 	}
@@ -299,7 +299,7 @@ func (h *Handler) answerWebhook(c echo.Context, id uuid.UUID, changed error) err
 	if err != nil {
 		return err
 	}
-	lags, err := h.store.WebhookLags(ctx)
+	lags, err := h.store.WebhookLag(ctx)
 	if err != nil {
 		return err
 	}

@@ -45,7 +45,7 @@ func (h *Handler) renderWebhooks(c echo.Context, status int, v views.AdminWebhoo
 	if err != nil {
 		return err
 	}
-	lags, err := h.store.WebhookLags(ctx)
+	lags, err := h.store.WebhookLag(ctx)
 	if err != nil {
 		return err
 	}

@@ -401,7 +401,11 @@ func (e *Engine) watchLag(ctx context.Context) {
 	for {
 		lags, err := e.store.WebhookLag(ctx)
 		if err == nil {
-			for id, lag := range lags {
+			for id, oldest := range lags {
+				lag := time.Duration(0)
+				if !oldest.IsZero() {
+					lag = max(0, time.Since(oldest))
+				}
 				metrics.WebhookLag.WithLabelValues(id.String()).Set(lag.Seconds())
 				shown[id] = true
 			}

@@ -456,23 +456,23 @@ SELECT id FROM u WHERE disable`, pq.Array(ids), pq.Array(oks), pq.Array(since), 
 	return disabled, nil
 }
 
-// WebhookLag is, for every endpoint, the age of its oldest event not yet
-// acknowledged (zero when it has none): how far behind it is.
-func (s *Store) WebhookLag(ctx context.Context) (map[uuid.UUID]time.Duration, error) {
+// WebhookLag is, for every endpoint, when its oldest event not yet
+// acknowledged was committed (zero when it has none): its lag is the time
+// since. Each endpoint is read through its own index.
+func (s *Store) WebhookLag(ctx context.Context) (map[uuid.UUID]time.Time, error) {
 	var rows []struct {
-		ID  uuid.UUID `db:"id"`
-		Lag float64   `db:"lag"`
+		ID     uuid.UUID    `db:"id"`
+		Oldest sql.NullTime `db:"oldest"`
 	}
-	err := s.db.SelectContext(ctx, &rows, `SELECT e.id,
-            COALESCE(extract(epoch FROM now() - (SELECT min(d.event_at) FROM webhook_deliveries d
-                WHERE d.endpoint_id = e.id AND d.state = 'pending')), 0)::float8 AS lag
+	err := s.db.SelectContext(ctx, &rows, `SELECT e.id, (SELECT min(d.event_at) FROM webhook_deliveries d
+            WHERE d.endpoint_id = e.id AND d.state = 'pending') AS oldest
         FROM webhook_endpoints e`)
 	if err != nil {
 		return nil, fmt.Errorf("store: webhook lag: %w", err)
 	}
-	out := make(map[uuid.UUID]time.Duration, len(rows))
+	out := make(map[uuid.UUID]time.Time, len(rows))
 	for _, r := range rows {
-		out[r.ID] = max(0, time.Duration(r.Lag*float64(time.Second)))
+		out[r.ID] = r.Oldest.Time
 	}
 	return out, nil
 }

@@ -181,24 +181,6 @@ func (s *Store) ResendDelivery(ctx context.Context, endpointID, runID uuid.UUID,
 	return row.Type, err
 }
 
-// WebhookLags is, per endpoint with undelivered events, when its oldest
-// undelivered event was committed: its lag is the time since.
-func (s *Store) WebhookLags(ctx context.Context) (map[uuid.UUID]time.Time, error) {
-	var rows []struct {
-		EndpointID uuid.UUID `db:"endpoint_id"`
-		Oldest     time.Time `db:"oldest"`
-	}
-	if err := s.db.SelectContext(ctx, &rows, `SELECT endpoint_id, min(event_at) AS oldest
-		FROM webhook_deliveries WHERE state = 'pending' GROUP BY endpoint_id`); err != nil {
-		return nil, fmt.Errorf("store: webhook lags: %w", err)
-	}
-	out := make(map[uuid.UUID]time.Time, len(rows))
-	for _, r := range rows {
-		out[r.EndpointID] = r.Oldest
-	}
-	return out, nil
-}
-
 // WebhookAttempt is one attempt to deliver an event to an endpoint, with
 // its delivery's event type and state.
 type WebhookAttempt struct {

@@ -193,7 +193,7 @@ func TestResendDelivery(t *testing.T) {
 	if len(attempts) != 3 || attempts[0].Seq != 2 || attempts[0].Type != "run.created" || attempts[0].State != "pending" {
 		t.Errorf("attempts = %+v, want 3, newest first, of run.created", attempts)
 	}
-	lags, err := s.WebhookLags(ctx)
+	lags, err := s.WebhookLag(ctx)
 	if err != nil {
 		t.Fatal(err)
 	}
