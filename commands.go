@@ -25,6 +25,7 @@ import (
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/mailbox"
+	"github.com/refundd/refundd/outbound"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -88,7 +89,7 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 	if err != nil {
 		return err
 	}
-	stopWorker := startWorker(ctx, cfg, st, listener, logger)
+	stopWorker := startWorker(ctx, cfg, st, listener, logger, true)
 	defer stopWorker()
 	return serveHTTP(ctx, e, cfg, logger, func(url, health string) {
 		fmt.Fprintf(stdout, "refundd is running at %s\n", url)
@@ -113,7 +114,12 @@ func runDev(ctx context.Context, cfg Config, args []string, logger *slog.Logger,
 // it.
 func startDevMail(ctx context.Context, cfg *Config) (line string, stop func(), err error) {
 	if cfg.SMTPURL != "" {
-		return "Emails go to " + cfg.SMTPURL + " (SMTP_URL)", func() {}, nil
+		// Its password, if any, is never printed.
+		c, err := outbound.ParseSMTPURL(cfg.SMTPURL)
+		if err != nil {
+			return "", nil, err
+		}
+		return "Emails go to " + c.String() + " (SMTP_URL)", func() {}, nil
 	}
 	mb, err := mailbox.Start(ctx, "127.0.0.1:0", filepath.Join(cfg.DataDir, "mail"))
 	if err != nil {
@@ -242,7 +248,7 @@ func runWorker(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 		return err
 	}
 	defer listener.Stop()
-	stop := startWorker(ctx, cfg, st, listener, logger)
+	stop := startWorker(ctx, cfg, st, listener, logger, false)
 	fmt.Fprintf(stdout, "refundd worker running; payment provider at %s\n", cfg.ProviderURL)
 	<-ctx.Done()
 	stop()
@@ -438,7 +444,11 @@ func runVerify(ctx context.Context, cfg Config, args []string, logger *slog.Logg
 		return err
 	}
 	defer closeDB()
-	problems, err := st.Verify(ctx)
+	var checks []store.VerifyOption
+	if cfg.SMTPURL != "" {
+		checks = append(checks, store.WithMailCheck())
+	}
+	problems, err := st.Verify(ctx, checks...)
 	if err != nil {
 		return err
 	}

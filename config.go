@@ -16,6 +16,7 @@ import (
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/handlers/stream"
+	"github.com/refundd/refundd/outbound"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 )
@@ -144,6 +145,10 @@ type Config struct {
 	SMTPURL string
 	// MAIL_FROM: the From of every email.
 	MailFrom string
+	// MAIL_LEASE: how long a worker holds an email it is sending; one that
+	// died holding it frees it then, and another sends it again (with the
+	// same Message-ID). A send gives up after half of it.
+	MailLease time.Duration
 	// PUBLIC_URL: the base of the links in emails; default http:// + ADDR.
 	PublicURL string
 
@@ -369,6 +374,13 @@ func (c *Config) readOutbound(env func(string) string, p *problems) {
 	// Not trimmed of anything but spaces, and never echoed: it may hold a password.
 	c.SMTPURL = env("SMTP_URL")
 	c.MailFrom = cmp.Or(env("MAIL_FROM"), "refundd <refundd@localhost>")
+	c.MailLease = atLeast(env, p, "MAIL_LEASE", time.Minute, time.Second)
+	if c.SMTPURL != "" {
+		// Its words never quote the URL: it may hold a password.
+		if _, err := outbound.NewSMTPMailer(c.SMTPURL, c.MailFrom); err != nil {
+			p.add("%v", err)
+		}
+	}
 	c.PublicURL = strings.TrimRight(cmp.Or(env("PUBLIC_URL"), "http://"+publicHost(c.Addr)), "/")
 	if !httpURL(c.PublicURL) {
 		p.add("PUBLIC_URL must be an http:// or https:// URL, got %q", c.PublicURL)

@@ -81,8 +81,10 @@ func openReady(ctx context.Context, cfg Config, logger *slog.Logger) (*store.Sto
 }
 
 // startWorker starts what a worker process runs: the listener that wakes it,
-// the executor, and the pruner. stop ends them in reverse order.
-func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *store.Listener, logger *slog.Logger) (stop func()) {
+// the executor, the pruner and the outbound engine (demo: dev's, whose
+// webhook receivers may be on this machine). stop ends them in reverse
+// order.
+func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *store.Listener, logger *slog.Logger, demo bool) (stop func()) {
 	var narrator agent.Narrator
 	if cfg.ModelBaseURL != "" {
 		narrator = &agent.OpenAI{BaseURL: cfg.ModelBaseURL, Model: cfg.ModelName, APIKey: cfg.ModelAPIKey}
@@ -96,11 +98,41 @@ func startWorker(ctx context.Context, cfg Config, st *store.Store, listener *sto
 	pruner := &store.Pruner{Store: st, Logger: logger.With("part", "pruner"),
 		Retention: store.Retention{Presentation: cfg.ReplayWindow, Business: cfg.BusinessRetention}}
 	pruner.Start(ctx)
+	out := outbound.New(outboundConfig(cfg, st, logger, demo), st, logger.With("part", "outbound"))
+	out.Start(ctx)
 	return func() {
+		out.Stop()
 		x.Stop()
 		pruner.Stop()
 		provider.Close()
 	}
+}
+
+// webhookPolicy is where webhooks may go: dev's receivers run on this
+// machine; serve's and worker's are on the internet.
+func webhookPolicy(cfg Config, demo bool) outbound.Policy {
+	return outbound.Policy{AllowHTTP: demo, AllowLoopback: demo, AllowHosts: cfg.WebhookAllowHosts}
+}
+
+// outboundConfig is the outbound engine's: webhooks always, email when
+// SMTP_URL is set (the log says which).
+func outboundConfig(cfg Config, st *store.Store, logger *slog.Logger, demo bool) outbound.Config {
+	oc := outbound.Config{Workers: cfg.WebhookWorkers, PerEndpoint: cfg.WebhookPerEndpoint, Timeout: cfg.WebhookTimeout,
+		Schedule: cfg.WebhookSchedule, DisableAfter: cfg.WebhookDisableAfter, Policy: webhookPolicy(cfg, demo)}
+	if cfg.SMTPURL == "" {
+		logger.Info("SMTP_URL is not set: no email is sent")
+		return oc
+	}
+	mailer, err := outbound.NewSMTPMailer(cfg.SMTPURL, cfg.MailFrom)
+	if err != nil { // LoadConfig refused it already
+		logger.Error("no email is sent", "err", err)
+		return oc
+	}
+	mailer.Timeout = cfg.MailLease / 2
+	logger.Info("emails are sent", "smtp", mailer.Config().String(), "from", cfg.MailFrom)
+	oc.Planner = &outbound.MailPlanner{Store: st, PublicURL: cfg.PublicURL}
+	oc.Sinks = []outbound.Sink{&outbound.MailSink{Store: st, Mailer: mailer, Logger: logger.With("part", "mail"), Lease: cfg.MailLease}}
+	return oc
 }
 
 // startListener opens the process's one LISTEN connection.
@@ -163,7 +195,7 @@ func newWeb(cfg Config, st *store.Store, listener *store.Listener, logger *slog.
 		ApprovalThreshold: cfg.ApprovalThreshold,
 		ProviderLedger:    providerLedger{payments.NewClient(cfg.ProviderURL, 5*time.Second).WithSecret(cfg.ProviderSecret)},
 		// dev's receivers run on this machine; serve's are on the internet.
-		WebhookPolicy: outbound.Policy{AllowHTTP: demo, AllowLoopback: demo, AllowHosts: cfg.WebhookAllowHosts},
+		WebhookPolicy: webhookPolicy(cfg, demo),
 		MaxWebhooks:   cfg.MaxWebhooks,
 	}, st, logger)
 }
