@@ -392,8 +392,10 @@ func TestExecutor_Provider5xx(t *testing.T) {
             FROM operations o JOIN runs r ON r.id = o.run_id WHERE o.run_id = $1`, run.ID).Scan(&refusals, &refusedFor); err != nil {
 			t.Fatal(err)
 		}
-		if refusedFor *= time.Microsecond; refusedFor < budget || refusals < 3 {
-			t.Errorf("run failed %v after the first of %d refusals, want at least %v and several tries", refusedFor, refusals, budget)
+		// At least one retry: how many fit in the budget depends on how
+		// busy the machine is (CI saw one take 325 ms of a 300 ms budget).
+		if refusedFor *= time.Microsecond; refusedFor < budget || refusals < 2 {
+			t.Errorf("run failed %v after the first of %d refusals, want at least %v and a retry", refusedFor, refusals, budget)
 		}
 		if !strings.Contains(snap.FinalMessage.Body, "Nothing was refunded") {
 			t.Errorf("final message = %q, want it to say nothing was refunded", snap.FinalMessage.Body)
