@@ -26,8 +26,12 @@ var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * tim
 
 // Config is the engine's settings; zero values take the defaults.
 type Config struct {
-	Workers     int           // concurrent deliveries per process (WEBHOOK_WORKERS), default 64
-	PerEndpoint int           // deliveries in flight per endpoint per process, default 16
+	Workers     int           // lanes in flight per process (WEBHOOK_WORKERS), default 64
+	PerEndpoint int           // lanes in flight per endpoint per process, default 16
+	// Lane is how many of a run's due events one worker sends to an
+	// endpoint in a row under one lease, each after the one before it is
+	// acknowledged; default 32. A lane is one of Workers.
+	Lane    int
 	Timeout     time.Duration // one attempt, the answer included, default 10s
 	// Schedule is the retry schedule, DefaultSchedule when empty (a
 	// setting shortens it for the demo and tests).
@@ -55,6 +59,9 @@ func (c *Config) fill() {
 	if c.PerEndpoint < 1 {
 		c.PerEndpoint = 16
 	}
+	if c.Lane < 1 {
+		c.Lane = 32
+	}
 	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
 	if len(c.Schedule) == 0 {
 		c.Schedule = DefaultSchedule
@@ -76,11 +83,11 @@ type Engine struct {
 	// kick wakes the webhook loop: new deliveries fanned out, or a result
 	// recorded (the run's next event may be due, a slot is free).
 	kick    chan struct{}
-	results chan outcome
+	results chan []outcome // a lane's outcomes, in seq order
 
 	mu       sync.Mutex
-	inFlight int
-	busy     map[uuid.UUID]int // in flight by endpoint
+	inFlight int               // lanes
+	busy     map[uuid.UUID]int // lanes in flight by endpoint
 
 	stop    context.CancelCauseFunc
 	stopped <-chan struct{} // closed once the engine is told to stop
@@ -101,7 +108,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) *Engine {
 		logger = slog.Default()
 	}
 	return &Engine{cfg: cfg, store: st, logger: logger, client: newClient(cfg.Policy, cfg.Timeout, cfg.PerEndpoint),
-		kick: make(chan struct{}, 1), results: make(chan outcome, cfg.Workers), busy: map[uuid.UUID]int{}}
+		kick: make(chan struct{}, 1), results: make(chan []outcome, cfg.Workers), busy: map[uuid.UUID]int{}}
 }
 
 // errStopped is the cause given to the engine's work when it stops.
@@ -216,9 +223,14 @@ func (e *Engine) deliverLoop(ctx context.Context) {
 	}
 }
 
-// lease is how long a claimed delivery is held: its attempt and the
-// recording of its outcome fit well inside.
+// lease is how long a claimed lane is held: its first attempt and the
+// recording of its outcomes fit well inside.
 func (e *Engine) lease() time.Duration { return 2*e.cfg.Timeout + 30*time.Second }
+
+// recordMargin is the part of a lease kept for recording a lane's
+// outcomes: no attempt starts that could end later than lease-recordMargin
+// after the claim.
+const recordMargin = 10 * time.Second
 
 func (e *Engine) claim(ctx, sendCtx context.Context) (claimed, free int, err error) {
 	e.mu.Lock()
@@ -228,21 +240,61 @@ func (e *Engine) claim(ctx, sendCtx context.Context) (claimed, free int, err err
 	if free <= 0 {
 		return 0, 0, nil
 	}
+	// The last attempt of a lane starts early enough to end, and be
+	// recorded, before the lease does.
+	lastStart := time.Now().Add(e.lease() - recordMargin - e.cfg.Timeout)
 	ds, err := e.store.ClaimDeliveries(ctx, store.DeliveryClaim{Limit: free, Lease: e.lease(),
-		PerEndpoint: e.cfg.PerEndpoint, Busy: busy})
+		PerEndpoint: e.cfg.PerEndpoint, Busy: busy, Lane: e.cfg.Lane})
 	if err != nil {
 		return 0, free, err
 	}
+	lanes := lanesOf(ds)
 	e.mu.Lock()
-	e.inFlight += len(ds)
-	for _, d := range ds {
-		e.busy[d.EndpointID]++
+	e.inFlight += len(lanes)
+	for _, l := range lanes {
+		e.busy[l[0].EndpointID]++
 	}
 	e.mu.Unlock()
-	for _, d := range ds {
-		e.sends.Go(func() { e.results <- e.deliver(sendCtx, d) })
+	for _, l := range lanes {
+		e.sends.Go(func() { e.results <- e.sendLane(sendCtx, l, lastStart) })
 	}
-	return len(ds), free, nil
+	return len(lanes), free, nil
+}
+
+// lanesOf groups a claim's deliveries into lanes: each head with the
+// deliveries that follow it.
+func lanesOf(ds []store.Delivery) [][]store.Delivery {
+	var lanes [][]store.Delivery
+	for _, d := range ds {
+		if n := len(lanes); d.Follows && n > 0 {
+			if h := lanes[n-1][0]; h.EndpointID == d.EndpointID && h.Event.RunID == d.Event.RunID {
+				lanes[n-1] = append(lanes[n-1], d)
+				continue
+			}
+		}
+		lanes = append(lanes, []store.Delivery{d})
+	}
+	return lanes
+}
+
+// sendLane sends a lane's deliveries one after the other, each once the
+// one before it is acknowledged. After the first that is not (or once the
+// engine stops, or the lease's time for attempts is over) the rest are
+// unsent: their leases end and they are claimed again in order.
+func (e *Engine) sendLane(ctx context.Context, lane []store.Delivery, lastStart time.Time) []outcome {
+	out := make([]outcome, 0, len(lane))
+	stop := false
+	for i, d := range lane {
+		if i > 0 && (stop || e.stopping() || time.Now().After(lastStart)) {
+			out = append(out, outcome{DeliveryResult: store.DeliveryResult{EndpointID: d.EndpointID, RunID: d.Event.RunID,
+				Seq: d.Event.Seq, EventID: d.Event.EventID, Outcome: store.DeliveryUnsent, At: time.Now()}})
+			continue
+		}
+		o := e.deliver(ctx, d)
+		out = append(out, o)
+		stop = o.Outcome != store.DeliveryDelivered && o.Outcome != store.DeliveryPruned
+	}
+	return out
 }
 
 // deliver makes one attempt of d and says what it came to.
@@ -290,23 +342,28 @@ func (e *Engine) retryIn(attempts int, a attempt) time.Duration {
 	return step + time.Duration((rand.Float64()*0.2-0.1)*float64(step))
 }
 
-// maxRecord bounds the outcomes recorded in one statement.
-const maxRecord = 256
+// maxRecord bounds the lanes recorded in one transaction.
+const maxRecord = 64
 
-// recordLoop records outcomes in batches, as many as are waiting, until
-// the webhook loop has stopped and every send has answered; then it frees
-// their slots and wakes the webhook loop (the runs' next events may be
-// due).
+// recordLoop records lanes' outcomes in batches, as many lanes as are
+// waiting, until the webhook loop has stopped and every lane has ended;
+// then it frees their slots and wakes the webhook loop (the runs' next
+// events may be due).
 func (e *Engine) recordLoop() {
 	for {
-		batch, ok := gather(e.results, maxRecord)
-		if len(batch) > 0 {
+		lanes, ok := gather(e.results, maxRecord)
+		if len(lanes) > 0 {
+			var batch []outcome
+			for _, l := range lanes {
+				batch = append(batch, l...)
+			}
 			e.record(batch)
 			e.mu.Lock()
-			e.inFlight -= len(batch)
-			for _, o := range batch {
-				if e.busy[o.EndpointID]--; e.busy[o.EndpointID] <= 0 {
-					delete(e.busy, o.EndpointID)
+			e.inFlight -= len(lanes)
+			for _, l := range lanes {
+				id := l[0].EndpointID
+				if e.busy[id]--; e.busy[id] <= 0 {
+					delete(e.busy, id)
 				}
 			}
 			e.mu.Unlock()
@@ -318,26 +375,26 @@ func (e *Engine) recordLoop() {
 	}
 }
 
-// gather waits for one outcome, then takes what else waits, up to max;
-// ok is false once the channel is closed.
-func gather(c <-chan outcome, max int) (batch []outcome, ok bool) {
-	o, ok := <-c
+// gather waits for one lane's outcomes, then takes what else waits, up to
+// max lanes; ok is false once the channel is closed.
+func gather(c <-chan []outcome, max int) (lanes [][]outcome, ok bool) {
+	l, ok := <-c
 	if !ok {
 		return nil, false
 	}
-	batch = append(batch, o)
-	for len(batch) < max {
+	lanes = append(lanes, l)
+	for len(lanes) < max {
 		select {
-		case o, ok := <-c:
+		case l, ok := <-c:
 			if !ok {
-				return batch, false
+				return lanes, false
 			}
-			batch = append(batch, o)
+			lanes = append(lanes, l)
 		default:
-			return batch, true
+			return lanes, true
 		}
 	}
-	return batch, true
+	return lanes, true
 }
 
 // record writes a batch of outcomes, retrying while the database does not

@@ -166,6 +166,10 @@ type Delivery struct {
 	// Pruned: retention removed the event before it was delivered (Event
 	// holds only its run, seq and ID); there is nothing left to send.
 	Pruned bool
+	// Follows: the delivery is in the lane of the one before it in the
+	// claim (the same endpoint and run, the next pending seq): it is sent
+	// only once that one is acknowledged.
+	Follows bool
 }
 
 // DeliveryClaim says how many deliveries a worker can take now.
@@ -177,6 +181,10 @@ type DeliveryClaim struct {
 	// PerEndpoint of them is not claimed from).
 	PerEndpoint int
 	Busy        map[uuid.UUID]int
+	// Lane is how many of a run's pending deliveries to an endpoint one
+	// claim may lease together, in seq order, as one lane (one of Limit):
+	// the worker sends them one after the other. 0 or 1: one at a time.
+	Lane int
 }
 
 // claimDeliveriesSQL leases due deliveries. A pending delivery is due when
@@ -184,7 +192,10 @@ type DeliveryClaim struct {
 // earlier event of its run still waits for that endpoint: per run in seq
 // order, runs in parallel. A resend an admin asked for is due at its
 // resend_at, in no order. Each endpoint gives at most its room, oldest due
-// first; a disabled endpoint's backlog is never read.
+// first; a disabled endpoint's backlog is never read. Behind each head it
+// leases its lane: the run's next pending deliveries to that endpoint, in
+// seq order, up to the first that is not due or is leased (none are
+// skipped); they count as their head's one of the limit.
 const claimDeliveriesSQL = `
 WITH room AS (
     SELECT * FROM unnest($3::uuid[], $4::int[]) AS r(endpoint_id, room)
@@ -217,12 +228,26 @@ WITH room AS (
     SELECT * FROM (SELECT * FROM heads UNION ALL SELECT * FROM resends) c
     ORDER BY due_at
     LIMIT $1
+), lanes AS (
+    SELECT f.endpoint_id, f.run_id, f.seq, false AS resend, true AS follows
+    FROM picked h CROSS JOIN LATERAL (
+        SELECT n.endpoint_id, n.run_id, n.seq,
+            bool_and(n.next_at <= now() AND (n.leased_until IS NULL OR n.leased_until < now())) OVER (ORDER BY n.seq) AS ready
+        FROM (SELECT d.endpoint_id, d.run_id, d.seq, d.next_at, d.leased_until FROM webhook_deliveries d
+            WHERE d.endpoint_id = h.endpoint_id AND d.run_id = h.run_id AND d.seq > h.seq AND d.state = 'pending'
+            ORDER BY d.seq
+            LIMIT $6) n
+    ) f
+    WHERE NOT h.resend AND f.ready
+), claimed AS (
+    SELECT endpoint_id, run_id, seq, resend, false AS follows FROM picked
+    UNION ALL SELECT * FROM lanes
 ), leased AS (
     UPDATE webhook_deliveries d SET leased_until = now() + $2::interval
-    FROM picked WHERE d.endpoint_id = picked.endpoint_id AND d.run_id = picked.run_id AND d.seq = picked.seq
-    RETURNING d.endpoint_id, d.run_id, d.seq, d.event_id, d.attempts, picked.resend
+    FROM claimed c WHERE d.endpoint_id = c.endpoint_id AND d.run_id = c.run_id AND d.seq = c.seq
+    RETURNING d.endpoint_id, d.run_id, d.seq, d.event_id, d.attempts, c.resend, c.follows
 )
-SELECT l.attempts, l.resend, ev.run_id IS NULL AS pruned,
+SELECT l.attempts, l.resend, l.follows, ev.run_id IS NULL AS pruned,
     e.id, e.url, e.description, e.event_types, e.secret, e.previous_secret, e.previous_until,
     e.created_by, e.created_at, e.disabled_at, e.disabled_reason, e.failing_since,
     l.run_id AS "ev.run_id", ev.parent_run_id AS "ev.parent_run_id", COALESCE(ev.correlation_id, l.run_id) AS "ev.correlation_id",
@@ -230,11 +255,13 @@ SELECT l.attempts, l.resend, ev.run_id IS NULL AS pruned,
     COALESCE(ev.payload, 'null'::jsonb) AS "ev.payload", COALESCE(ev.created_at, now()) AS "ev.created_at"
 FROM leased l
 JOIN webhook_endpoints e ON e.id = l.endpoint_id
-LEFT JOIN run_events ev ON ev.run_id = l.run_id AND ev.seq = l.seq`
+LEFT JOIN run_events ev ON ev.run_id = l.run_id AND ev.seq = l.seq
+ORDER BY l.endpoint_id, l.run_id, l.resend, l.seq`
 
 // ClaimDeliveries leases the deliveries due now, up to c's limits, for
 // c.Lease (FOR UPDATE SKIP LOCKED: any number of workers claim side by
-// side). The worker records each one's outcome (RecordDeliveries), which
+// side). A lane's deliveries come in seq order right after its head, each
+// marked Follows. The worker records each one's outcome (RecordDeliveries), which
 // ends its lease; a worker that dies leaves it to be claimed again once
 // the lease runs out.
 func (s *Store) ClaimDeliveries(ctx context.Context, c DeliveryClaim) ([]Delivery, error) {
@@ -249,12 +276,13 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c DeliveryClaim) ([]Deliver
 	var rows []struct {
 		Attempts int  `db:"attempts"`
 		Resend   bool `db:"resend"`
+		Follows  bool `db:"follows"`
 		Pruned   bool `db:"pruned"`
 		WebhookEndpoint
 		Ev Event `db:"ev"`
 	}
 	err := s.db.SelectContext(ctx, &rows, claimDeliveriesSQL, c.Limit, interval(c.Lease),
-		pq.Array(busyIDs), pq.Array(rooms), c.PerEndpoint)
+		pq.Array(busyIDs), pq.Array(rooms), c.PerEndpoint, max(c.Lane-1, 0))
 	if err != nil {
 		return nil, fmt.Errorf("store: claim deliveries: %w", err)
 	}
@@ -262,7 +290,7 @@ func (s *Store) ClaimDeliveries(ctx context.Context, c DeliveryClaim) ([]Deliver
 	out := make([]Delivery, len(rows))
 	for i, r := range rows {
 		out[i] = Delivery{EndpointID: r.ID, URL: r.URL, Secrets: r.Secrets(now), Event: r.Ev,
-			Attempts: r.Attempts, Resend: r.Resend, Pruned: r.Pruned}
+			Attempts: r.Attempts, Resend: r.Resend, Pruned: r.Pruned, Follows: r.Follows}
 	}
 	return out, nil
 }
@@ -273,6 +301,10 @@ const (
 	DeliveryRetry     = "retry"     // anything else: tried again at NextAt
 	DeliveryGone      = "gone"      // 410 Gone: the endpoint is disabled
 	DeliveryPruned    = "pruned"    // the event is no longer kept: skipped
+	// DeliveryUnsent: not attempted, its lane stopped before it (an
+	// earlier event failed, the lease's time or the engine ran out); its
+	// lease ends and nothing else changes.
+	DeliveryUnsent = "unsent"
 )
 
 // DeliveryResult is what one attempt of a claimed delivery came to.
@@ -324,12 +356,93 @@ WHERE o.outcome <> 'pruned'`
 // transaction: the deliveries' new states and leases ended, an attempt row
 // each, and what they say of their endpoints: a success clears an
 // endpoint's failing_since, a failure sets it if unset, an endpoint failing
-// for disableAfter (or answering 410 Gone) is disabled. It returns the
-// endpoints it disabled.
+// for disableAfter (or answering 410 Gone) is disabled. An unsent
+// delivery's lease ends and nothing else. It returns the endpoints it
+// disabled.
 func (s *Store) RecordDeliveries(ctx context.Context, results []DeliveryResult, disableAfter time.Duration) ([]uuid.UUID, error) {
 	if len(results) == 0 {
 		return nil, nil
 	}
+	var tried, unsent []DeliveryResult
+	for _, r := range results {
+		if r.Outcome == DeliveryUnsent {
+			unsent = append(unsent, r)
+		} else {
+			tried = append(tried, r)
+		}
+	}
+	var disabled []uuid.UUID
+	err := s.inTx(ctx, func(tx *txn) error {
+		if len(tried) > 0 {
+			a := deliveryArraysOf(tried)
+			if _, err := tx.ExecContext(ctx, recordDeliveriesSQL, a.eps, a.runs, a.seqs, a.resends,
+				a.outcomes, a.statuses, a.errs, a.millis, a.ats, a.nexts); err != nil {
+				return fmt.Errorf("store: record deliveries: %w", err)
+			}
+		}
+		if len(unsent) > 0 {
+			a := deliveryArraysOf(unsent)
+			if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries d SET leased_until = NULL
+                FROM unnest($1::uuid[], $2::uuid[], $3::bigint[]) AS o(endpoint_id, run_id, seq)
+                WHERE d.endpoint_id = o.endpoint_id AND d.run_id = o.run_id AND d.seq = o.seq`,
+				a.eps, a.runs, a.seqs); err != nil {
+				return fmt.Errorf("store: record deliveries: unsent: %w", err)
+			}
+		}
+		// The events behind a delivery that waits for a retry wait as
+		// long, so that the claims do not read them at every turn; once
+		// it is delivered they are due. A run's last attempt in the batch
+		// says which (a lane stops at its first failure). A later
+		// statement: a fan-out that committed meanwhile is seen.
+		a := deliveryArraysOf(lastTried(tried))
+		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries d
+            SET next_at = CASE WHEN o.outcome = 'retry' THEN o.next_at ELSE now() END
+            FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::text[], $5::timestamptz[])
+                AS o(endpoint_id, run_id, seq, outcome, next_at)
+            WHERE d.endpoint_id = o.endpoint_id AND d.run_id = o.run_id AND d.seq > o.seq
+              AND d.state = 'pending'
+              AND ((o.outcome = 'retry' AND d.next_at < o.next_at)
+                OR (o.outcome IN ('delivered', 'pruned') AND d.next_at > now()))`,
+			a.eps, a.runs, a.seqs, a.outcomes, a.nexts); err != nil {
+			return fmt.Errorf("store: record deliveries: hold back: %w", err)
+		}
+		var err error
+		disabled, err = noteEndpoints(ctx, tx, endpointNewsOf(tried), disableAfter)
+		return err
+	})
+	if err != nil {
+		return nil, err
+	}
+	return disabled, nil
+}
+
+// lastTried is, of each run's deliveries to an endpoint in results (not
+// resends), the one with the highest seq.
+func lastTried(results []DeliveryResult) []DeliveryResult {
+	type key struct{ ep, run uuid.UUID }
+	last := map[key]int{}
+	var out []DeliveryResult
+	for _, r := range results {
+		if r.Resend {
+			continue
+		}
+		k := key{r.EndpointID, r.RunID}
+		if i, ok := last[k]; !ok {
+			last[k] = len(out)
+			out = append(out, r)
+		} else if r.Seq > out[i].Seq {
+			out[i] = r
+		}
+	}
+	return out
+}
+
+// deliveryArrays are results as the columns of unnest's arguments.
+type deliveryArrays struct {
+	eps, runs, seqs, resends, outcomes, statuses, errs, millis, ats, nexts any
+}
+
+func deliveryArraysOf(results []DeliveryResult) deliveryArrays {
 	n := len(results)
 	var (
 		eps, runs        = make([]string, n), make([]string, n)
@@ -348,35 +461,8 @@ func (s *Store) RecordDeliveries(ctx context.Context, results []DeliveryResult, 
 		}
 		ats[i], nexts[i] = at.UTC().Format(time.RFC3339Nano), next.UTC().Format(time.RFC3339Nano)
 	}
-	var disabled []uuid.UUID
-	err := s.inTx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, recordDeliveriesSQL, pq.Array(eps), pq.Array(runs), pq.Array(seqs), pq.Array(resends),
-			pq.Array(outcomes), pq.Array(statuses), pq.Array(errs), pq.Array(millis), pq.Array(ats), pq.Array(nexts)); err != nil {
-			return fmt.Errorf("store: record deliveries: %w", err)
-		}
-		// The events behind a delivery that waits for a retry wait as
-		// long, so that the claims do not read them at every turn; once
-		// it is delivered they are due. A later statement: a fan-out that
-		// committed meanwhile is seen.
-		if _, err := tx.ExecContext(ctx, `UPDATE webhook_deliveries d
-            SET next_at = CASE WHEN o.outcome = 'retry' THEN o.next_at ELSE now() END
-            FROM unnest($1::uuid[], $2::uuid[], $3::bigint[], $4::bool[], $5::text[], $6::timestamptz[])
-                AS o(endpoint_id, run_id, seq, resend, outcome, next_at)
-            WHERE NOT o.resend AND d.endpoint_id = o.endpoint_id AND d.run_id = o.run_id AND d.seq > o.seq
-              AND d.state = 'pending'
-              AND ((o.outcome = 'retry' AND d.next_at < o.next_at)
-                OR (o.outcome IN ('delivered', 'pruned') AND d.next_at > now()))`,
-			pq.Array(eps), pq.Array(runs), pq.Array(seqs), pq.Array(resends), pq.Array(outcomes), pq.Array(nexts)); err != nil {
-			return fmt.Errorf("store: record deliveries: hold back: %w", err)
-		}
-		var err error
-		disabled, err = noteEndpoints(ctx, tx, endpointNewsOf(results), disableAfter)
-		return err
-	})
-	if err != nil {
-		return nil, err
-	}
-	return disabled, nil
+	return deliveryArrays{pq.Array(eps), pq.Array(runs), pq.Array(seqs), pq.Array(resends), pq.Array(outcomes),
+		pq.Array(statuses), pq.Array(errs), pq.Array(millis), pq.Array(ats), pq.Array(nexts)}
 }
 
 // endpointNews is what a batch of attempts says of each endpoint.

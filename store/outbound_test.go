@@ -414,3 +414,116 @@ func TestRecordDeliveries_HoldsBackTheRun(t *testing.T) {
 		t.Errorf("after the delivery: claimed %d, want the run's next event", len(next))
 	}
 }
+
+func (f *outboxFixture) claimLanes(t *testing.T, limit, lane int) []store.Delivery {
+	t.Helper()
+	ds, err := f.s.ClaimDeliveries(context.Background(), store.DeliveryClaim{Limit: limit, Lease: time.Minute, PerEndpoint: 16, Lane: lane})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ds
+}
+
+// TestClaimDeliveries_LaneInSeqOrder: a claim leases a run's due pending
+// deliveries together, in seq order behind their head, up to the first
+// one leased (none skipped); a lane counts as one of the limit.
+func TestClaimDeliveries_LaneInSeqOrder(t *testing.T) {
+	t.Parallel()
+	f := newOutbox(t)
+	ep := f.endpoint(t)
+	a, b := f.endedRun(t), f.endedRun(t)
+	f.fanOut(t, nil)
+	// The third event of b is leased (a worker that holds it): b's lane
+	// stops before it.
+	if _, err := storetest.DB(t, f.s).Exec(`UPDATE webhook_deliveries SET leased_until = now() + interval '1 minute'
+        WHERE run_id = $1 AND seq = (SELECT max(seq) FROM webhook_deliveries WHERE run_id = $1)`, b); err != nil {
+		t.Fatal(err)
+	}
+	one := f.claimLanes(t, 1, 32)
+	if len(one) != 3 {
+		t.Fatalf("claim of one lane: %d deliveries, want the 3 business events of one run", len(one))
+	}
+	run := one[0].Event.RunID
+	for i, d := range one {
+		if d.EndpointID != ep.ID || d.Event.RunID != run || d.Follows != (i > 0) || (i > 0 && d.Event.Seq <= one[i-1].Event.Seq) {
+			t.Errorf("lane[%d]: run %s seq %d follows %v; want one run in seq order, all but the head following", i, d.Event.RunID, d.Event.Seq, d.Follows)
+		}
+	}
+	other := a
+	if run == a {
+		other = b
+	}
+	rest := f.claimLanes(t, 10, 32)
+	wantLen := 3
+	if other == b {
+		wantLen = 2
+	}
+	if len(rest) != wantLen || seqsOf(rest, run) != nil {
+		t.Errorf("second claim: %d deliveries (of the first run: %v), want %d of the other run only", len(rest), seqsOf(rest, run), wantLen)
+	}
+	if got := f.claimLanes(t, 10, 32); len(got) != 0 {
+		t.Errorf("claim while every lane is leased: %d, want 0", len(got))
+	}
+}
+
+// TestRecordDeliveries_LaneFailsInTheMiddle: a lane's head is delivered,
+// its second fails, the third was not sent: the third's lease ends with no
+// attempt counted or recorded, it waits as long as the failed one, and
+// once that one is delivered it is claimed.
+func TestRecordDeliveries_LaneFailsInTheMiddle(t *testing.T) {
+	t.Parallel()
+	f := newOutbox(t)
+	ep := f.endpoint(t)
+	f.endedRun(t)
+	f.fanOut(t, nil)
+	lane := f.claimLanes(t, 10, 32)
+	if len(lane) != 3 {
+		t.Fatalf("claimed %d, want a lane of 3", len(lane))
+	}
+	ctx := context.Background()
+	now, later := time.Now(), time.Now().Add(time.Hour)
+	result := func(d store.Delivery, outcome string, status int) store.DeliveryResult {
+		return store.DeliveryResult{EndpointID: d.EndpointID, RunID: d.Event.RunID, Seq: d.Event.Seq, EventID: d.Event.EventID,
+			Outcome: outcome, Status: status, At: now, NextAt: later}
+	}
+	if _, err := f.s.RecordDeliveries(ctx, []store.DeliveryResult{result(lane[0], store.DeliveryDelivered, 200),
+		result(lane[1], store.DeliveryRetry, 503), result(lane[2], store.DeliveryUnsent, 0)}, time.Hour); err != nil {
+		t.Fatal(err)
+	}
+	type row struct {
+		State    string     `db:"state"`
+		Attempts int        `db:"attempts"`
+		Leased   *time.Time `db:"leased_until"`
+		NextAt   time.Time  `db:"next_at"`
+		Status   *int       `db:"last_status"`
+	}
+	var rows []row
+	if err := storetest.DB(t, f.s).Select(&rows, `SELECT state, attempts, leased_until, next_at, last_status FROM webhook_deliveries
+        WHERE endpoint_id = $1 ORDER BY seq`, ep.ID); err != nil {
+		t.Fatal(err)
+	}
+	if rows[0].State != "delivered" || rows[1].State != "pending" || rows[1].Attempts != 1 {
+		t.Errorf("head %+v, second %+v: want delivered, and pending after one attempt", rows[0], rows[1])
+	}
+	if u := rows[2]; u.State != "pending" || u.Attempts != 0 || u.Leased != nil || u.Status != nil || u.NextAt.Before(later.Add(-time.Second)) {
+		t.Errorf("unsent third: %+v, want pending, no attempt, no lease, due with the failed one", u)
+	}
+	if got := f.count(t, `SELECT count(*) FROM webhook_attempts WHERE endpoint_id = $1`, ep.ID); got != 2 {
+		t.Errorf("attempt rows: %d, want 2 (the unsent one has none)", got)
+	}
+	if got := f.claimLanes(t, 10, 32); len(got) != 0 {
+		t.Fatalf("claimed %d while the failed one waits, want 0", len(got))
+	}
+	if _, err := storetest.DB(t, f.s).Exec(`UPDATE webhook_deliveries SET next_at = now() WHERE endpoint_id = $1 AND seq = $2`,
+		ep.ID, lane[1].Event.Seq); err != nil {
+		t.Fatal(err)
+	}
+	again := f.claimLanes(t, 10, 32)
+	if len(again) != 1 || again[0].Event.Seq != lane[1].Event.Seq {
+		t.Fatalf("claimed %d, want the failed one alone (the one behind it waits as long)", len(again))
+	}
+	f.record(t, store.DeliveryDelivered, again...)
+	if last := f.claimLanes(t, 10, 32); len(last) != 1 || last[0].Event.Seq != lane[2].Event.Seq || last[0].Follows {
+		t.Errorf("after the delivery: claimed %d, want the unsent one as a head", len(last))
+	}
+}
