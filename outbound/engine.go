@@ -26,13 +26,13 @@ var DefaultSchedule = []time.Duration{5 * time.Second, 5 * time.Minute, 30 * tim
 
 // Config is the engine's settings; zero values take the defaults.
 type Config struct {
-	Workers     int           // lanes in flight per process (WEBHOOK_WORKERS), default 64
-	PerEndpoint int           // lanes in flight per endpoint per process, default 16
+	Workers     int // lanes in flight per process (WEBHOOK_WORKERS), default 64
+	PerEndpoint int // lanes in flight per endpoint per process, default 16
 	// Lane is how many of a run's due events one worker sends to an
 	// endpoint in a row under one lease, each after the one before it is
 	// acknowledged; default 32. A lane is one of Workers.
 	Lane    int
-	Timeout     time.Duration // one attempt, the answer included, default 10s
+	Timeout time.Duration // one attempt, the answer included, default 10s
 	// Schedule is the retry schedule, DefaultSchedule when empty (a
 	// setting shortens it for the demo and tests).
 	Schedule     []time.Duration
