@@ -6,10 +6,12 @@ import (
 	"database/sql"
 	"fmt"
 	"slices"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
 	"github.com/lib/pq"
+	"golang.org/x/sync/errgroup"
 )
 
 // QueuedEvent is a business event in the outbox (outbound_queue), waiting
@@ -76,15 +78,43 @@ type Mail struct {
 const fanOutLock int64 = 0x7266_6464_6f75_7462
 
 // FanOut moves up to limit events from the outbox to their destinations,
-// oldest first, in one transaction: a webhook delivery for every endpoint
-// that wants the event's type and existed when it was committed, and the
-// emails planner plans (planner may be nil: no email). The events leave
-// the outbox in the same transaction, so each is fanned out once. Only one
-// dispatcher works at a time: when another holds the lock, FanOut returns
-// 0 at once. It returns how many events it fanned out.
+// oldest first: a webhook delivery for every endpoint that wants the
+// event's type and existed when it was committed, and the emails planner
+// plans (planner may be nil: no email). It plans first, outside any
+// transaction (the planner reads runs through the pool, and a fan-out
+// transaction that waited for them held the lock every dispatcher needs);
+// then, in one transaction under the lock, it writes the deliveries and
+// the emails of the events still in the outbox and removes them from it,
+// so each is fanned out once. Only one dispatcher works at a time: when
+// another holds the lock, FanOut returns 0 at once. It returns how many
+// events it fanned out.
 func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int, error) {
+	// A dispatcher at work now has these events: leave them to it.
+	var free bool
+	if err := s.db.GetContext(ctx, &free, `SELECT pg_try_advisory_xact_lock($1)`, fanOutLock); err != nil {
+		return 0, fmt.Errorf("store: fan out: lock: %w", err)
+	}
+	if !free {
+		return 0, nil
+	}
+	var evs []QueuedEvent
+	if err := s.db.SelectContext(ctx, &evs, `SELECT id, run_id, seq, event_id, type, correlation_id, parent_run_id, created_at
+        FROM outbound_queue ORDER BY id LIMIT $1`, limit); err != nil {
+		return 0, fmt.Errorf("store: fan out: read outbox: %w", err)
+	}
+	if len(evs) == 0 {
+		return 0, nil
+	}
+	planned, err := planAll(ctx, planner, evs)
+	if err != nil {
+		return 0, err
+	}
+	ids := make([]int64, len(evs))
+	for i, ev := range evs {
+		ids[i] = ev.ID
+	}
 	var n int
-	err := s.inTx(ctx, func(tx *txn) error {
+	err = s.inTx(ctx, func(tx *txn) error {
 		var locked bool
 		if err := tx.GetContext(ctx, &locked, `SELECT pg_try_advisory_xact_lock($1)`, fanOutLock); err != nil {
 			return fmt.Errorf("store: fan out: lock: %w", err)
@@ -93,18 +123,14 @@ func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int
 			return nil
 		}
 		// A later statement than the lock's: it sees every delete the
-		// previous dispatcher committed before it let go.
-		var evs []QueuedEvent
-		if err := tx.SelectContext(ctx, &evs, `SELECT id, run_id, seq, event_id, type, correlation_id, parent_run_id, created_at
-            FROM outbound_queue ORDER BY id LIMIT $1`, limit); err != nil {
+		// previous dispatcher committed before it let go. What another
+		// dispatcher fanned out since the read is not here any more.
+		var left []int64
+		if err := tx.SelectContext(ctx, &left, `SELECT id FROM outbound_queue WHERE id = ANY ($1) ORDER BY id`, pq.Array(ids)); err != nil {
 			return fmt.Errorf("store: fan out: read outbox: %w", err)
 		}
-		if len(evs) == 0 {
+		if len(left) == 0 {
 			return nil
-		}
-		ids := make([]int64, len(evs))
-		for i, ev := range evs {
-			ids[i] = ev.ID
 		}
 		// An event behind one of its run's that waits for a retry is due
 		// no sooner than that one: the claims never read it before.
@@ -116,18 +142,20 @@ func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int
               ON (e.event_types IS NULL OR cardinality(e.event_types) = 0 OR q.type = ANY (e.event_types))
              AND e.created_at <= q.created_at
             WHERE q.id = ANY ($1)
-            ON CONFLICT DO NOTHING`, pq.Array(ids)); err != nil {
+            ON CONFLICT DO NOTHING`, pq.Array(left)); err != nil {
 			return fmt.Errorf("store: fan out: deliveries: %w", err)
 		}
-		if planner != nil {
-			if err := planMails(ctx, tx, planner, evs); err != nil {
-				return err
-			}
+		var mails []NewMail
+		for _, id := range left {
+			mails = append(mails, planned[id]...)
 		}
-		if _, err := tx.ExecContext(ctx, `DELETE FROM outbound_queue WHERE id = ANY ($1)`, pq.Array(ids)); err != nil {
+		if err := recordMails(ctx, tx, mails); err != nil {
+			return err
+		}
+		if _, err := tx.ExecContext(ctx, `DELETE FROM outbound_queue WHERE id = ANY ($1)`, pq.Array(left)); err != nil {
 			return fmt.Errorf("store: fan out: drain outbox: %w", err)
 		}
-		n = len(evs)
+		n = len(left)
 		return nil
 	})
 	if err != nil {
@@ -136,17 +164,32 @@ func (s *Store) FanOut(ctx context.Context, limit int, planner MailPlanner) (int
 	return n, nil
 }
 
-// planMails records in the mail ledger the emails planner plans for evs.
-func planMails(ctx context.Context, tx *txn, planner MailPlanner, evs []QueuedEvent) error {
-	var all []NewMail
-	for _, ev := range evs {
-		mails, err := planner.Plan(ctx, ev)
-		if err != nil {
-			return fmt.Errorf("store: fan out: plan mail of %s %d: %w", ev.RunID, ev.Seq, err)
-		}
-		all = append(all, mails...)
+// planners is how many events FanOut plans at once: each plan is a few
+// reads, which wait for the pool's connections behind the runs' work.
+const planners = 8
+
+// planAll is the emails planner plans for each of evs, by outbox ID.
+func planAll(ctx context.Context, planner MailPlanner, evs []QueuedEvent) (map[int64][]NewMail, error) {
+	planned := make(map[int64][]NewMail, len(evs))
+	if planner == nil {
+		return planned, nil
 	}
-	return recordMails(ctx, tx, all)
+	var mu sync.Mutex
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(planners)
+	for _, ev := range evs {
+		g.Go(func() error {
+			mails, err := planner.Plan(ctx, ev)
+			if err != nil {
+				return fmt.Errorf("store: fan out: plan mail of %s %d: %w", ev.RunID, ev.Seq, err)
+			}
+			mu.Lock()
+			planned[ev.ID] = mails
+			mu.Unlock()
+			return nil
+		})
+	}
+	return planned, g.Wait()
 }
 
 // Delivery is a webhook delivery a worker leased to send: where, signed
