@@ -134,7 +134,8 @@ type Config struct {
 	WebhookTimeout time.Duration
 	// WEBHOOK_DISABLE_AFTER: an endpoint failing this long is disabled.
 	WebhookDisableAfter time.Duration
-	// WEBHOOK_WORKERS: deliveries in flight at once in one process;
+	// WEBHOOK_WORKERS: deliveries in flight at once in one process, each
+	// a lane of one run's events sent in a row (outbound.Config.Lane);
 	// WEBHOOK_PER_ENDPOINT: of those, to one endpoint.
 	WebhookWorkers, WebhookPerEndpoint int
 	// MAX_WEBHOOKS: how many endpoints may be registered.
