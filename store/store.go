@@ -189,16 +189,28 @@ func (s *Store) prepared(ctx context.Context, query string) (*sqlx.Stmt, error) 
 }
 
 // preparedOn is prepared for the pool db (the main one or the streams').
+// Preparing waits for a connection of the pool, so it never holds s.mu:
+// a transaction holding the pool's last connection needs s.mu for its
+// own statements, and a prepare that held it while it waited for that
+// connection stalled every transaction for good. Two first calls may
+// both prepare; one statement is kept.
 func (s *Store) preparedOn(ctx context.Context, db *sqlx.DB, query string) (*sqlx.Stmt, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
 	key := stmtKey{db, query}
-	if st, ok := s.stmts[key]; ok {
+	s.mu.Lock()
+	st, ok := s.stmts[key]
+	s.mu.Unlock()
+	if ok {
 		return st, nil
 	}
 	st, err := db.PreparexContext(ctx, query)
 	if err != nil {
 		return nil, fmt.Errorf("store: prepare: %w", err)
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if kept, ok := s.stmts[key]; ok {
+		st.Close()
+		return kept, nil
 	}
 	if s.stmts == nil {
 		s.stmts = map[stmtKey]*sqlx.Stmt{}

@@ -61,3 +61,43 @@ func TestStreamPool_ReadsAndWakeupsDoNotWaitForWriters(t *testing.T) {
 		t.Fatalf("err = %v, want %v", err, held)
 	}
 }
+
+// TestPrepare_NoPoolDeadlock: a statement prepared for the first time
+// waits for a connection of the pool; meanwhile a transaction that holds
+// the pool's last connection must still reach its own prepared statements
+// (the append at its end). Preparing once held the store's statement lock
+// while it waited, and every transaction on the full pool waited for that
+// lock: 100 starts and reads at once stalled `refundd dev` for good.
+func TestPrepare_NoPoolDeadlock(t *testing.T) {
+	t.Parallel()
+	st, err := store.Open(context.Background(), storetest.URL(t), store.PoolSize(1), store.WithAnswers(views.Answers{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := storetest.MustSeedParties(t, st, 10000)
+	run, _, err := st.StartRun(context.Background(), store.StartRequest{OwnerID: p.Customer.ID,
+		ClientRequestID: "prepare", OrderID: p.Order.ID, Amount: 1, Reason: "prepare"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	read := make(chan error, 1)
+	_, _, err = st.Mutate(ctx, run.ID, func(*sqlx.Tx, *store.Run) (string, []store.NewEvent, error) {
+		// A first read of its kind prepares its statement: it waits for
+		// the connection this transaction holds.
+		go func() {
+			_, _, err := st.RunForAccess(ctx, run.ID)
+			read <- err
+		}()
+		time.Sleep(200 * time.Millisecond)
+		return "", []store.NewEvent{store.EventOf(store.NarrationDelta{Text: "still here"})}, nil
+	})
+	if err != nil {
+		t.Fatalf("the transaction's append while a first prepare waited for the pool: %v", err)
+	}
+	if err := <-read; err != nil {
+		t.Errorf("the read once the pool was free: %v", err)
+	}
+}
