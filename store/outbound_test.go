@@ -77,7 +77,20 @@ func (f *outboxFixture) count(t *testing.T, query string, args ...any) int {
 
 func (f *outboxFixture) claim(t *testing.T, limit int, busy map[uuid.UUID]int) []store.Delivery {
 	t.Helper()
-	ds, err := f.s.ClaimDeliveries(context.Background(), store.DeliveryClaim{Limit: limit, Lease: time.Minute, PerEndpoint: 16, Busy: busy})
+	return f.claimWith(t, store.DeliveryClaim{Limit: limit, Busy: busy})
+}
+
+// claimLanes claims up to limit lanes of up to lane deliveries each.
+func (f *outboxFixture) claimLanes(t *testing.T, limit, lane int) []store.Delivery {
+	t.Helper()
+	return f.claimWith(t, store.DeliveryClaim{Limit: limit, Lane: lane})
+}
+
+// claimWith claims as c says, for a minute, 16 per endpoint.
+func (f *outboxFixture) claimWith(t *testing.T, c store.DeliveryClaim) []store.Delivery {
+	t.Helper()
+	c.Lease, c.PerEndpoint = time.Minute, 16
+	ds, err := f.s.ClaimDeliveries(context.Background(), c)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -413,15 +426,6 @@ func TestRecordDeliveries_HoldsBackTheRun(t *testing.T) {
 	if next := f.claim(t, 10, nil); len(next) != 1 || next[0].Event.Seq <= head.Event.Seq {
 		t.Errorf("after the delivery: claimed %d, want the run's next event", len(next))
 	}
-}
-
-func (f *outboxFixture) claimLanes(t *testing.T, limit, lane int) []store.Delivery {
-	t.Helper()
-	ds, err := f.s.ClaimDeliveries(context.Background(), store.DeliveryClaim{Limit: limit, Lease: time.Minute, PerEndpoint: 16, Lane: lane})
-	if err != nil {
-		t.Fatal(err)
-	}
-	return ds
 }
 
 // TestClaimDeliveries_LaneInSeqOrder: a claim leases a run's due pending
