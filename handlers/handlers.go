@@ -194,6 +194,7 @@ func (h *Handler) routes() []route {
 		{http.MethodGet, "/login", h.showLoginPage, session, bodyNone},
 		{http.MethodPost, "/login", h.login, session, bodyForm},
 		{http.MethodPost, "/logout", h.logout, session, bodyForm},
+		{http.MethodPost, "/language", h.chooseLanguage, session, bodyForm},
 
 		{http.MethodGet, "/", h.showHomePage, signedIn, bodyNone},
 		{http.MethodPost, "/runs", h.startRun, signedIn, bodyForm},

@@ -87,6 +87,9 @@ func mxRows() []mxRow {
 		{"GET", "/login", false, mxPath("/login"), mxWant{"200", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "200"}},
 		{"POST", "/login", true, mxLogin, mxWant{"401", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "401"}},
 		{"POST", "/logout", true, mxLogout, mxWant{L, L + " +", L + " +", L + " +", L + " +", L + " +", L + " +", L}},
+		// Anyone may choose a language: saved with a signed-in user, else
+		// (a visitor, a bearer token without a session) in a cookie.
+		{"POST", "/language", true, mxLanguage, mxWant{"303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /", "303 /"}},
 
 		{"GET", "/", false, mxPath("/"), mxWant{L, "200", "200", "200", "200", "200", "200", L}},
 		{"POST", "/runs", false, mxStartForm, mxWant{L, "303 new-run", "303 new-run", "403", "403", "403", "403", L}},
@@ -386,6 +389,26 @@ func mxLogin(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mxC
 	}
 	return &mxCell{path: "/login", form: url.Values{"email": {email}, "password": {password}},
 		changed: func(t *testing.T) bool { return m.get(t, client, "/").status == http.StatusOK }}
+}
+
+// mxLanguage chooses English explicitly: with the user when a session
+// names one, else in the client's lang cookie.
+func mxLanguage(t *testing.T, m *mxApp, _ mxRow, who int, client *http.Client) *mxCell {
+	return &mxCell{path: "/language", form: url.Values{"lang": {"en"}, "back": {"/"}}, changed: func(t *testing.T) bool {
+		if u := m.users[who]; u != nil && who != mxToken {
+			var lang string
+			if err := m.db.Get(&lang, `SELECT language FROM users WHERE id = $1`, u.ID); err != nil {
+				t.Fatal(err)
+			}
+			return lang == "en"
+		}
+		for _, ck := range client.Jar.Cookies(mustURL(t, m.srv.URL)) {
+			if ck.Name == "lang" && ck.Value == "en" {
+				return true
+			}
+		}
+		return false
+	}}
 }
 
 // mxLogout's change is that the session the client held no longer works,

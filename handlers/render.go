@@ -15,8 +15,10 @@ import (
 // buffer first, so a failing component becomes a clean error page instead
 // of half a page with a 200.
 func render(c echo.Context, status int, component templ.Component) error {
-	// The path lets the layout mark the current page in the navigation.
-	body, err := renderBytes(views.WithPath(c.Request().Context(), c.Request().URL.Path), component)
+	// The path lets the layout mark the current page in the navigation;
+	// the language is the viewer's (langOf).
+	ctx := views.WithLang(views.WithPath(c.Request().Context(), c.Request().URL.Path), langOf(c))
+	body, err := renderBytes(ctx, component)
 	if err != nil {
 		return err
 	}

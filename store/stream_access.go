@@ -162,12 +162,12 @@ type streamOpenRow struct {
 // TestStreamOpen_ReadsRunAndUserWhole holds the order to the columns.
 func (row *streamOpenRow) fields(batched bool) []any {
 	u, r := &row.U, &row.R
-	f := make([]any, 0, 31) // c.i and the 30 columns
+	f := make([]any, 0, 32) // c.i and the 31 columns
 	if batched {
 		f = append(f, &row.I)
 	}
 	return append(f,
-		&u.ID, &u.Email, &u.Name, &u.Role, &u.PasswordHash, &u.DisabledAt, &u.CreatedAt,
+		&u.ID, &u.Email, &u.Name, &u.Role, &u.PasswordHash, &u.DisabledAt, &u.CreatedAt, &u.Language,
 		&row.Grants,
 		&r.ID, &r.Kind, &r.ParentRunID, &r.CorrelationID, &r.Position, &r.OwnerID, &r.OrderID,
 		&r.Amount, &r.Currency, &r.Reason, &r.ClientRequestID, &r.State, &r.LastSeq,

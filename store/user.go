@@ -33,7 +33,10 @@ type User struct {
 	PasswordHash string       `db:"password_hash" json:"-"`
 	DisabledAt   sql.NullTime `db:"disabled_at"`
 	CreatedAt    time.Time    `db:"created_at"`
-	Grants       []string     `db:"-"`
+	// Language is the one the user chose for the pages (a BCP 47 tag);
+	// "" lets their browser decide.
+	Language string   `db:"language"`
+	Grants   []string `db:"-"`
 }
 
 // Disabled reports whether the user may no longer log in.
@@ -52,7 +55,7 @@ func (u *User) Has(grant string) bool {
 // ErrBadCredentials is the one answer to a failed login, whatever failed.
 var ErrBadCredentials = errors.New("store: wrong email or password")
 
-const userColumns = `id, email, name, role, password_hash, disabled_at, created_at`
+const userColumns = `id, email, name, role, password_hash, disabled_at, created_at, language`
 
 // UserByID loads a user and their current grants.
 func (s *Store) UserByID(ctx context.Context, id int64) (*User, error) {
@@ -180,4 +183,19 @@ func (s *Store) SetGrant(ctx context.Context, userID int64, grant string, on boo
 		}
 		return audit(ctx, tx, grantAction(on), UserSubject(userID), map[string]any{"grant": grant})
 	})
+}
+
+// SetLanguage saves the language user id chose for the pages ("" lets
+// their browser decide). The caller checks it is one the catalogues speak.
+func (s *Store) SetLanguage(ctx context.Context, id int64, lang string) error {
+	res, err := s.db.ExecContext(ctx, `UPDATE users SET language = $2 WHERE id = $1`, id, lang)
+	if err != nil {
+		return fmt.Errorf("store: set language: %w", err)
+	}
+	if n, err := affected(res, "set language"); err != nil {
+		return err
+	} else if n == 0 {
+		return ErrNotFound
+	}
+	return nil
 }

@@ -1,0 +1,94 @@
+package handlers_test
+
+import (
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+
+	"github.com/refundd/refundd/handlers"
+)
+
+// TestLanguage_ChosenInOrder: a page speaks the language the viewer saved
+// with the picker, else their browser's Accept-Language, else English;
+// <html lang> says which, and the picker shows it chosen.
+func TestLanguage_ChosenInOrder(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	c := a.client(t)
+	page := func(path, accept string) response {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, a.srv.URL+path, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if accept != "" {
+			req.Header.Set("Accept-Language", accept)
+		}
+		return do(t, c, req)
+	}
+	want := func(r response, lang, skip string) {
+		t.Helper()
+		wantStatus(t, r, http.StatusOK)
+		d := r.doc(t)
+		if got := d.Find("html").AttrOr("lang", ""); got != lang {
+			t.Errorf("<html lang> = %q, want %q", got, lang)
+		}
+		if got := d.Find(".skip-link").Text(); got != skip {
+			t.Errorf("skip link = %q, want %q", got, skip)
+		}
+		if got := d.Find(`.lang-picker option[selected]`).AttrOr("value", ""); got != lang {
+			t.Errorf("picker shows %q chosen, want %q", got, lang)
+		}
+	}
+	want(page("/login", ""), "en", "Skip to main content")
+	want(page("/login", "zh-CN,zh;q=0.9,en;q=0.8"), "zh-CN", "跳到主要内容")
+	want(page("/login", "fr-FR"), "en", "Skip to main content")
+
+	// A visitor's choice (a cookie) beats the browser's.
+	r := a.post(t, c, "/language", url.Values{"lang": {"en"}, "back": {"/login"}})
+	wantRedirect(t, r, "/login")
+	want(page("/login", "zh-CN"), "en", "Skip to main content")
+
+	// Signed in, the choice is saved with the user and follows them.
+	a.login(t, c, "customer@example.com")
+	r = a.post(t, c, "/language", url.Values{"lang": {"zh-CN"}, "back": {"/runs?x=1"}})
+	wantRedirect(t, r, "/runs?x=1")
+	want(page("/", "en-US"), "zh-CN", "跳到主要内容")
+	var saved string
+	if err := a.db.Get(&saved, `SELECT language FROM users WHERE email = 'customer@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	if saved != "zh-CN" {
+		t.Errorf("users.language = %q, want zh-CN", saved)
+	}
+	other := a.client(t)
+	a.login(t, other, "customer@example.com")
+	if got := a.get(t, other, "/").doc(t).Find("html").AttrOr("lang", ""); got != "zh-CN" {
+		t.Errorf("another browser of the same user: lang %q, want zh-CN", got)
+	}
+}
+
+// TestLanguage_Refusals: a language not offered is refused in words and
+// nothing is saved; a page to return to on another site returns home.
+func TestLanguage_Refusals(t *testing.T) {
+	t.Parallel()
+	a := newApp(t, handlers.Config{})
+	c := a.client(t)
+	a.login(t, c, "support@example.com")
+	for _, lang := range []string{"", "de", "zh", "xx-YY-ZZZZZZZZZ", "en;q=1"} {
+		r := a.post(t, c, "/language", url.Values{"lang": {lang}, "back": {"/"}})
+		wantStatus(t, r, http.StatusUnprocessableEntity)
+		if got := r.doc(t).Find("main").Text(); !strings.Contains(got, "That language is not offered") {
+			t.Errorf("lang %q: page says %q", lang, got)
+		}
+	}
+	var saved string
+	if err := a.db.Get(&saved, `SELECT language FROM users WHERE email = 'support@example.com'`); err != nil {
+		t.Fatal(err)
+	}
+	if saved != "" {
+		t.Errorf("after refusals users.language = %q, want none", saved)
+	}
+	wantRedirect(t, a.post(t, c, "/language", url.Values{"lang": {"zh-CN"}, "back": {"//evil.example/"}}), "/")
+}
