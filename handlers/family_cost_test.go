@@ -109,12 +109,20 @@ func TestFamilyPage_QueriesDoNotGrowWithChildren(t *testing.T) {
 		b.childCanceled(&fam.Children[n-1])
 		path := "/runs/" + fam.Parent.ID.String()
 		wantStatus(t, a.get(t, c, path), http.StatusOK) // warm: prepared statements
-		before := statements.Load()
-		r := a.get(t, c, path)
-		spent := statements.Load() - before
-		wantStatus(t, r, http.StatusOK)
-		if got := r.doc(t).Find(".child").Length(); got != n {
-			t.Fatalf("%d cards, want %d", got, n)
+		// The fewest of three loads: a load that lands on a connection
+		// the pool has not used yet prepares its statements there again.
+		spent := int64(-1)
+		for range 3 {
+			before := statements.Load()
+			r := a.get(t, c, path)
+			n0 := statements.Load() - before
+			wantStatus(t, r, http.StatusOK)
+			if got := r.doc(t).Find(".child").Length(); got != n {
+				t.Fatalf("%d cards, want %d", got, n)
+			}
+			if spent < 0 || n0 < spent {
+				spent = n0
+			}
 		}
 		return spent
 	}

@@ -172,14 +172,13 @@ func (h *Handler) routes() []route {
 	public := []echo.MiddlewareFunc(nil)
 	session := []echo.MiddlewareFunc{h.deadline, h.loadUser}
 	signedIn := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser}
-	// api rows take a bearer token as well as the session.
-	api := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser}
+	api := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser} // a bearer token as well as the session
 	admin := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleAdmin)}
 	apiAdmin := []echo.MiddlewareFunc{h.deadline, h.loadAPIUser, h.requireUser, h.requireRole(store.RoleAdmin)}
 	support := []echo.MiddlewareFunc{h.deadline, h.loadUser, h.requireUser, h.requireRole(store.RoleSupport, store.RoleAdmin)}
-	// Streams are bounded until they open (streamDeadline).
+	// Streams are bounded until they open (streamDeadline); a stream of one
+	// run reads its user and run in one statement.
 	streamSession := []echo.MiddlewareFunc{h.streamDeadline, h.loadUser}
-	// A stream of one run reads its user and run in one statement.
 	runStream := []echo.MiddlewareFunc{h.streamDeadline, h.loadStreamUser(false)}
 	runStreamAPI := []echo.MiddlewareFunc{h.streamDeadline, h.loadStreamUser(true), h.requireUser}
 
