@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // TestLanguage_ChosenInOrder: a page speaks the language the viewer saved
@@ -91,4 +93,40 @@ func TestLanguage_Refusals(t *testing.T) {
 		t.Errorf("after refusals users.language = %q, want none", saved)
 	}
 	wantRedirect(t, a.post(t, c, "/language", url.Values{"lang": {"zh-CN"}, "back": {"//evil.example/"}}), "/")
+}
+
+// TestLanguage_RunStatusInTheViewersWords: a run's status word is the
+// words table's in the viewer's language: the same run reads in Chinese
+// to a browser that asks for it and in English to one that does not.
+func TestLanguage_RunStatusInTheViewersWords(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, withListener())
+	c := a.customerClient(t)
+	status := func(accept string) (state, word string) {
+		t.Helper()
+		req, err := http.NewRequest(http.MethodGet, a.srv.URL+"/runs/"+a.run.ID.String(), nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		req.Header.Set("Accept-Language", accept)
+		r := do(t, c, req)
+		wantStatus(t, r, http.StatusOK)
+		d := r.doc(t)
+		return d.Find("#run-status").AttrOr("data-state", ""), strings.TrimSpace(d.Find("#run-state").Text())
+	}
+	state, en := status("en-US")
+	_, zh := status("zh-CN,zh;q=0.9")
+	keys := map[string]string{store.StateCreated: "status.created", store.StatePlanning: "status.planning",
+		store.StateAwaitingApproval: "status.awaiting_approval", store.StateSubmitting: "status.submitting",
+		store.StateReconciling: "status.reconciling"}
+	key, ok := keys[state]
+	if !ok {
+		t.Fatalf("the run is %q, want one still going", state)
+	}
+	if want := views.English.T(key); en != want {
+		t.Errorf("English status = %q, want %q", en, want)
+	}
+	if want := views.Catalogues.Choose("", "zh-CN").T(key); zh != want || zh == en {
+		t.Errorf("Chinese status = %q, want %q", zh, want)
+	}
 }

@@ -28,13 +28,13 @@ func (h *Handler) showRunPage(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		v = views.NewRunViewAllNarration(snap, access == AccessFull, viewerOf(u, run, access))
+		v = views.NewRunViewAllNarration(snap, access == AccessFull, viewerOf(c, u, run, access))
 	} else {
 		snap, err := h.store.SnapshotPage(ctx, run.ID, views.NarrationShown)
 		if err != nil {
 			return err
 		}
-		v = views.NewRunView(snap, access == AccessFull, viewerOf(u, run, access))
+		v = views.NewRunView(snap, access == AccessFull, viewerOf(c, u, run, access))
 	}
 	// A decision made without JavaScript comes back here: its answer goes
 	// next to the buttons, and is gone at the next render from the log.
@@ -47,8 +47,15 @@ func (h *Handler) showRunPage(c echo.Context) error {
 	return render(c, http.StatusOK, views.RunPage(u, v))
 }
 
-// viewerOf says which buttons to offer; the POST handlers decide for real.
-func viewerOf(u *store.User, run *store.Run, access Access) views.Viewer {
+// viewerOf says which buttons to offer (the POST handlers decide for
+// real), in the language the request's viewer reads.
+func viewerOf(c echo.Context, u *store.User, run *store.Run, access Access) views.Viewer {
+	v := viewerFor(u, run, access)
+	v.Lang = langOf(c)
+	return v
+}
+
+func viewerFor(u *store.User, run *store.Run, access Access) views.Viewer {
 	if u == nil {
 		return views.Viewer{}
 	}

@@ -29,7 +29,7 @@ func (h *Handler) showFamilyPage(c echo.Context, run *store.Run, access Access) 
 		return err
 	}
 	u := currentUser(c)
-	f := views.NewFamilyView(fs, access == AccessFull, viewerOf(u, run, access))
+	f := views.NewFamilyView(fs, access == AccessFull, viewerOf(c, u, run, access))
 	f.Answer = h.takeAnswer(c, run.ID)
 	if f.Retries, err = h.store.RetriesOf(c.Request().Context(), fs.Parent.Run); err != nil {
 		return err
@@ -55,7 +55,7 @@ func (h *Handler) serveFamilyStream(c echo.Context, f streamFormat, run *store.R
 		return apiBadRequest(c, store.CodeCursorInvalid, sentence(err.Error()))
 	}
 	u := currentUser(c)
-	viewer := viewerOf(u, run, access)
+	viewer := viewerOf(c, u, run, access)
 	fam := &familyStream{h: h, f: f, cred: h.streamCredential(c, run.ID), viewer: viewer, access: access,
 		view: views.NewFamilyView(fs, access == AccessFull, viewer)}
 	runs := make([]*store.Run, len(snaps))

@@ -57,7 +57,7 @@ func (h *Handler) serveStream(c echo.Context, f streamFormat) error {
 // addRun adds run's stream, as u may see it, to the connection.
 func (h *Handler) addRun(c echo.Context, sc *stream.Conn, f streamFormat, u *store.User, run *store.Run, access Access, cursor, idPrefix string) stream.Refused {
 	cred := h.streamCredential(c, run.ID)
-	v := &runView{h: h, f: f, cred: cred, viewer: viewerOf(u, run, access), access: access}
+	v := &runView{h: h, f: f, cred: cred, viewer: viewerOf(c, u, run, access), access: access}
 	return sc.AddRun(run, cred, int(access), cursor, idPrefix, v)
 }
 
@@ -235,7 +235,7 @@ func limitedViewer(full views.Viewer, access Access) views.Viewer {
 	if access != AccessFull {
 		// Who is looking stays the same: their own decisions still read
 		// "you"; only what they may do goes.
-		return views.Viewer{UserID: full.UserID, Staff: full.Staff}
+		return views.Viewer{UserID: full.UserID, Staff: full.Staff, Lang: full.Lang}
 	}
 	return full
 }
@@ -332,7 +332,7 @@ func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event, f
 	if ev.Type == store.EventNarrationDelta && v.Full && v.ShowsNarration(ev) {
 		// A narration chunk reads the same to everyone who sees it; a
 		// business event's panels are in each viewer's words.
-		data, err := frames.Get("html narration", render)
+		data, err := frames.Get("html narration "+v.Viewer.Lang.Tag.String(), render)
 		return "", data, err
 	}
 	data, err := render()

@@ -10,6 +10,7 @@ import (
 	"github.com/BurntSushi/toml"
 	"golang.org/x/text/language"
 
+	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/views"
 )
 
@@ -107,5 +108,30 @@ func TestLanguages_ThirdLanguageIsOneFile(t *testing.T) {
 	}
 	if l := langs.Choose("", "zh-CN"); l.T("layout.logout") != "退出登录" {
 		t.Errorf("zh-CN beside fr: %q", l.T("layout.logout"))
+	}
+}
+
+// TestWords_StatusInTheViewersLanguage: the status words of the states
+// the seed names are its own in Chinese, and unchanged in English.
+func TestWords_StatusInTheViewersLanguage(t *testing.T) {
+	zh := views.Catalogues.Choose("zh-CN", "")
+	run := &store.Run{Amount: 29900, Currency: "CNY"}
+	for _, c := range []struct {
+		state  string
+		ops    []store.Operation
+		en, zh string
+	}{
+		{store.StateSubmitting, nil, "Sending to the payment provider", "正在提交退款"},
+		{store.StateReconciling, nil, "Verifying the result", "结果正在核对"},
+		{store.StateCompleted, []store.Operation{{State: store.OpSucceeded}}, "Refunded", "已退款"},
+		{store.StateAwaitingApproval, nil, "Waiting for an approver", "等待审批人审批"},
+	} {
+		p := &store.Progress{Run: run, State: c.state, Operations: c.ops}
+		if got := views.Words(p, views.Viewer{}).Status; got != c.en {
+			t.Errorf("%s in English: %q, want %q", c.state, got, c.en)
+		}
+		if got := views.Words(p, views.Viewer{Lang: zh}).Status; got != c.zh {
+			t.Errorf("%s in Chinese: %q, want %q", c.state, got, c.zh)
+		}
 	}
 }

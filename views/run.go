@@ -23,6 +23,9 @@ type Viewer struct {
 	// MayAskAgain: the viewer owns the run and may start refunds, so a
 	// run that ended without a refund offers them "Ask again".
 	MayAskAgain bool
+	// Lang is the language the viewer reads (English when unset); a
+	// stream's is fixed when it opens.
+	Lang Lang
 }
 
 // Narration is one stored piece of the agent's narration.

@@ -142,7 +142,7 @@ const (
 func deadlineText(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
 
 // waitingForAgent is a run that no worker has taken up yet.
-const waitingForAgent = "Waiting for the agent"
+const waitingForAgent = "status.created"
 
 // The steps of a run, in order.
 const (
@@ -155,7 +155,7 @@ const (
 
 // Words is what the run p says to viewer.
 func Words(p *store.Progress, viewer Viewer) Said {
-	w := Said{Status: statusWord(p), Tone: toneOf(p)}
+	w := Said{Status: statusWord(p, viewer.Lang), Tone: toneOf(p)}
 	if store.Waits(p.State) {
 		w.Since = p.StateSince
 	}
@@ -219,36 +219,36 @@ func requestStatus(n, ended, refunded int, canceled, failed bool) (status, tone 
 	return "Not refunded", ToneNeutral
 }
 
-// statusWord is the run's state in a word or three: what runs now, in
-// the present tense, or how it ended.
-func statusWord(p *store.Progress) string {
+// statusWord is the run's state in a word or three, in l: what runs now,
+// in the present tense, or how it ended.
+func statusWord(p *store.Progress, l Lang) string {
 	switch p.State {
 	case store.StateCreated:
-		return waitingForAgent
+		return l.T(waitingForAgent)
 	case store.StatePlanning:
-		return "Checking the order…"
+		return l.T("status.planning")
 	case store.StateAwaitingApproval:
-		return "Waiting for an approver"
+		return l.T("status.awaiting_approval")
 	case store.StateSubmitting:
-		return "Sending to the payment provider"
+		return l.T("status.submitting")
 	case store.StateReconciling:
-		return "Verifying the result"
+		return l.T("status.reconciling")
 	}
-	return outcomeWord(p.Outcome())
+	return outcomeWord(p.Outcome(), l)
 }
 
-// outcomeWord is how a run ended in a word, on its page, in its status and
-// in its request's timeline alike.
-func outcomeWord(outcome string) string {
+// outcomeWord is how a run ended in a word, in l, on its page, in its
+// status and in its request's timeline alike.
+func outcomeWord(outcome string, l Lang) string {
 	switch outcome {
 	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
-		return "Refunded"
+		return l.T("status.refunded")
 	case store.OutcomeDeclined:
-		return "Declined"
+		return l.T("status.declined")
 	case store.OutcomeCanceled:
-		return "Canceled"
+		return l.T("status.canceled")
 	}
-	return "Failed"
+	return l.T("status.failed")
 }
 
 func toneOf(p *store.Progress) string {
@@ -310,11 +310,11 @@ func steps(p *store.Progress, at int) []ProgressStep {
 		case i < at || (st.Here && p.State == store.StateCompleted):
 			st.Label, st.Status, st.Tone = l[2], "done", ToneGood
 		case st.Here && p.Terminal():
-			st.Label, st.Status, st.Tone = statusWord(p), "ended", toneOf(p)
+			st.Label, st.Status, st.Tone = statusWord(p, English), "ended", toneOf(p)
 		case st.Here:
 			st.Label, st.Status = l[1], "current"
 			if p.State == store.StateCreated {
-				st.Label = waitingForAgent // the check has not begun
+				st.Label = English.T(waitingForAgent) // the check has not begun
 			}
 		}
 		if i == stepApproval && st.Status == "done" && (p.ApprovedBy == nil || p.ApprovedBy.System) && !p.ApprovalAsked {
@@ -550,7 +550,7 @@ func EventText(ev store.Event) string {
 		p, _ := store.PayloadOf[store.ChildFinished](ev)
 		// The child's own page's word for its ending (an event written
 		// before outcome was recorded reads by its state).
-		end := outcomeWord(cmp.Or(p.Outcome, store.EndedAs(p.State, false, false)))
+		end := outcomeWord(cmp.Or(p.Outcome, store.EndedAs(p.State, false, false)), English)
 		if p.Refunded > 0 {
 			return fmt.Sprintf("The refund for order #%d ended: %s, %s", p.OrderID, end, store.FormatMoney(p.Refunded, p.Currency))
 		}
