@@ -1,6 +1,7 @@
 package views_test
 
 import (
+	"database/sql"
 	"io/fs"
 	"maps"
 	"slices"
@@ -133,5 +134,63 @@ func TestWords_StatusInTheViewersLanguage(t *testing.T) {
 		if got := views.Words(p, views.Viewer{Lang: zh}).Status; got != c.zh {
 			t.Errorf("%s in Chinese: %q, want %q", c.state, got, c.zh)
 		}
+	}
+}
+
+// TestWords_ProgressAndWhoInTheViewersLanguage: the progress line, what
+// happens next, a pending cancel and who acted speak the viewer's
+// language, staff reading the name beside the role in either.
+func TestWords_ProgressAndWhoInTheViewersLanguage(t *testing.T) {
+	zh := views.Catalogues.Choose("zh-CN", "")
+	run := &store.Run{OwnerID: 7, Amount: 29900, Currency: "CNY"}
+	approver := &store.Decider{UserID: 9, Role: store.RoleApprover, Name: "王芳"}
+	p := &store.Progress{Run: run, State: store.StateSubmitting, ApprovalAsked: true, ApprovedBy: approver,
+		CancelRequested: true, CanceledBy: &store.Decider{UserID: 7, Role: store.RoleCustomer}}
+	customer := views.Words(p, views.Viewer{UserID: 7, Lang: zh})
+	if got, want := customer.Pending, "您已申请取消：代理会在任何资金变动之前停止。"; got != want {
+		t.Errorf("the customer's pending cancel in Chinese: %q, want %q", got, want)
+	}
+	var labels []string
+	for _, s := range customer.Steps {
+		labels = append(labels, s.Label)
+	}
+	if want := []string{"已申请", "订单已核查", "已批准", "正在提交退款", "结果"}; !slices.Equal(labels, want) {
+		t.Errorf("progress line in Chinese: %v, want %v", labels, want)
+	}
+	staff := views.Words(p, views.Viewer{UserID: 3, Staff: true, Lang: zh})
+	if got, want := staff.Approved, "已由王芳（审批人）批准。"; got != want {
+		t.Errorf("staff's approval line in Chinese: %q, want %q", got, want)
+	}
+	if got, want := views.Words(p, views.Viewer{UserID: 3, Staff: true}).Approved, "Approved by 王芳 (approver)."; got != want {
+		t.Errorf("staff's approval line in English: %q, want %q", got, want)
+	}
+	p.CancelRequested = false
+	if got, want := views.Words(p, views.Viewer{Lang: zh}).Next, "下一步：支付服务商答复后，结果会显示在这里。"; got != want {
+		t.Errorf("next in Chinese: %q, want %q", got, want)
+	}
+}
+
+// TestWords_OutcomeInTheViewersLanguage: how a run ended reads in the
+// viewer's language, the provider's reference and whose payment method
+// it goes back to included.
+func TestWords_OutcomeInTheViewersLanguage(t *testing.T) {
+	zh := views.Catalogues.Choose("zh-CN", "")
+	run := &store.Run{OwnerID: 7, Amount: 29900, Currency: "CNY"}
+	p := &store.Progress{Run: run, State: store.StateCompleted, Operations: []store.Operation{{State: store.OpSucceeded,
+		Amount: 29900, Currency: "CNY", ProviderRef: sql.NullString{String: "re_1", Valid: true}}}}
+	w := views.Words(p, views.Viewer{UserID: 7, Lang: zh})
+	if want := "已退款 " + store.FormatMoney(29900, "CNY") + "。"; w.Outcome != want {
+		t.Errorf("outcome in Chinese: %q, want %q", w.Outcome, want)
+	}
+	if want := "支付服务商已确认这笔退款（参考号 re_1）。款项将退回您的原支付方式。"; w.Detail != want {
+		t.Errorf("detail in Chinese: %q, want %q", w.Detail, want)
+	}
+	en := views.Words(p, views.Viewer{UserID: 8})
+	if want := "The payment provider confirmed it (reference re_1). It goes back to the customer's original payment method."; en.Detail != want {
+		t.Errorf("detail in English: %q, want %q", en.Detail, want)
+	}
+	p.State, p.Operations = store.StateFailed, []store.Operation{{State: store.OpFailed, LastError: "card expired"}}
+	if got := views.Words(p, views.Viewer{Lang: zh}); got.Outcome != "支付服务商拒绝了这笔退款。" || got.Status != "已被拒绝" {
+		t.Errorf("declined in Chinese: %q / %q", got.Status, got.Outcome)
 	}
 }

@@ -159,9 +159,10 @@ func Words(p *store.Progress, viewer Viewer) Said {
 	if store.Waits(p.State) {
 		w.Since = p.StateSince
 	}
-	w.Steps = steps(p, stepAt(p))
+	w.Steps = steps(p, stepAt(p), viewer.Lang)
 	if p.ApprovedBy != nil && !p.ApprovedBy.System {
-		w.Approved = "Approved by " + who(p, viewer, p.ApprovedBy, "an approver") + approvalReason(p.ApprovedBy, viewer) + "."
+		w.Approved = viewer.Lang.T("approved.by", map[string]any{
+			"By": who(p, viewer, p.ApprovedBy, viewer.Lang.T("who.approver")), "Reason": approvalReason(p.ApprovedBy, viewer)})
 	}
 	if p.State == store.StateAwaitingApproval && !p.CancelRequested {
 		w.DecideBy = p.Deadline
@@ -287,38 +288,39 @@ func stepAt(p *store.Progress) int {
 	return stepCheck
 }
 
-// stepLabels are each step's words: not yet begun, running now, done.
+// stepLabels are each step's catalogue keys: not yet begun, running now,
+// done.
 var stepLabels = [...][3]string{
-	stepRequested: {"Request", "Requested", "Requested"},
-	stepCheck:     {"Check the order", "Checking the order…", "Order checked"},
-	stepApproval:  {"Approval", "Waiting for an approver", "Approved"},
-	stepSend:      {"Send to the payment provider", "Sending to the payment provider", "Sent to the payment provider"},
-	stepResult:    {"Result", "Verifying the result", "Refunded"},
+	stepRequested: {"step.requested.todo", "step.requested.current", "step.requested.done"},
+	stepCheck:     {"step.check.todo", "step.check.current", "step.check.done"},
+	stepApproval:  {"step.approval.todo", "step.approval.current", "step.approval.done"},
+	stepSend:      {"step.send.todo", "step.send.current", "step.send.done"},
+	stepResult:    {"step.result.todo", "step.result.current", "step.result.done"},
 }
 
 // steps is the progress line: every step from the start (the approval too:
 // a refund the policy lets through reads "No approval needed"), each in
 // the tense of where the run stands, up to where a finished run ended.
-func steps(p *store.Progress, at int) []ProgressStep {
+func steps(p *store.Progress, at int, lang Lang) []ProgressStep {
 	out := make([]ProgressStep, 0, len(stepLabels))
 	for i, l := range stepLabels {
 		if i > at && p.Terminal() {
 			break // a run that ended early has no steps ahead of it
 		}
-		st := ProgressStep{Label: l[0], Status: "todo", Tone: ToneWorking, Here: i == at}
+		st := ProgressStep{Label: lang.T(l[0]), Status: "todo", Tone: ToneWorking, Here: i == at}
 		switch {
 		case i < at || (st.Here && p.State == store.StateCompleted):
-			st.Label, st.Status, st.Tone = l[2], "done", ToneGood
+			st.Label, st.Status, st.Tone = lang.T(l[2]), "done", ToneGood
 		case st.Here && p.Terminal():
-			st.Label, st.Status, st.Tone = statusWord(p, English), "ended", toneOf(p)
+			st.Label, st.Status, st.Tone = statusWord(p, lang), "ended", toneOf(p)
 		case st.Here:
-			st.Label, st.Status = l[1], "current"
+			st.Label, st.Status = lang.T(l[1]), "current"
 			if p.State == store.StateCreated {
-				st.Label = English.T(waitingForAgent) // the check has not begun
+				st.Label = lang.T(waitingForAgent) // the check has not begun
 			}
 		}
 		if i == stepApproval && st.Status == "done" && (p.ApprovedBy == nil || p.ApprovedBy.System) && !p.ApprovalAsked {
-			st.Label = "No approval needed"
+			st.Label = lang.T("step.no_approval")
 		}
 		out = append(out, st)
 	}
@@ -329,16 +331,16 @@ func steps(p *store.Progress, at int) []ProgressStep {
 func nextStep(p *store.Progress, viewer Viewer) string {
 	switch p.State {
 	case store.StateCreated, store.StatePlanning:
-		return "Next: the agent checks the refund against the order, then asks an approver when the policy needs one."
+		return viewer.Lang.T("next.check")
 	case store.StateAwaitingApproval:
 		if viewer.MayApprove && p.Run.OwnerID != viewer.UserID {
-			return "Next: you approve or cancel it here, or another approver does. Nothing is sent to the payment provider before that."
+			return viewer.Lang.T("next.approval_you")
 		}
-		return "Next: an approver approves or cancels it. Nothing is sent to the payment provider before that."
+		return viewer.Lang.T("next.approval")
 	case store.StateSubmitting:
-		return "Next: the payment provider answers, and the result appears here."
+		return viewer.Lang.T("next.submitting")
 	case store.StateReconciling:
-		return "The payment provider has not confirmed the result yet. Next: the agent asks it again until it answers; the refund is never sent twice."
+		return viewer.Lang.T("next.reconciling")
 	}
 	return ""
 }
@@ -349,11 +351,11 @@ func pendingCancel(p *store.Progress, viewer Viewer) string {
 	if !p.CancelRequested {
 		return ""
 	}
-	by := who(p, viewer, p.CanceledBy, "someone")
+	by := map[string]any{"By": who(p, viewer, p.CanceledBy, viewer.Lang.T("who.someone"))}
 	if store.CancelTooLate(p.Operations) {
-		return "Cancel requested by " + by + ", but the refund may already have reached the payment provider: the agent is confirming the result before it ends the run."
+		return viewer.Lang.T("cancel.pending_too_late", by)
 	}
-	return "Cancel requested by " + by + ": the agent stops before any money moves."
+	return viewer.Lang.T("cancel.pending", by)
 }
 
 // cancelGone says why a viewer who could cancel before no longer can, ""
@@ -362,7 +364,7 @@ func cancelGone(p *store.Progress, viewer Viewer) string {
 	if !viewer.MayCancel || p.CancelRequested || !store.CancelTooLate(p.Operations) {
 		return ""
 	}
-	return "The refund is on its way to the payment provider, so it can no longer be canceled. The result appears here once the provider answers."
+	return viewer.Lang.T("cancel.gone")
 }
 
 // outcome fills in how the run ended. The final answer says what
@@ -382,60 +384,63 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 		recovered = recovered || op.Recovered
 	}
 	w.Answer = strings.TrimSpace(p.FinalMessage)
-	canceler := who(p, viewer, p.CanceledBy, "someone")
+	l := viewer.Lang
+	canceler := who(p, viewer, p.CanceledBy, l.T("who.someone"))
 	switch p.Outcome() {
 	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
-		w.Outcome = "Refunded " + amount + "."
-		w.Detail = "It goes back to " + possessive(p, viewer) + " original payment method."
+		w.Outcome = l.T("outcome.refunded", map[string]any{"Amount": amount})
+		w.Detail = possessive(p, viewer)
 		if w.Answer == "" {
-			w.Detail = "The payment provider confirmed it" + reference(ref) + ". " + w.Detail
+			said := map[string]any{"Ref": reference(ref, l), "BackTo": w.Detail}
+			w.Detail = l.T("outcome.confirmed", said)
 			if recovered {
-				w.Detail = "The payment provider had already made it" + reference(ref) + " before a database failover lost our record of it: " +
-					"it was found there by this request's key, and not made again. It goes back to " + possessive(p, viewer) + " original payment method."
+				w.Detail = l.T("outcome.recovered", said)
 			}
 		}
 		if p.Outcome() == store.OutcomeCancelTooLate {
-			w.Actor = "The cancel " + canceler + " asked for came too late: the refund had already reached the payment provider."
+			w.Actor = l.T("outcome.too_late", map[string]any{"By": canceler})
 			w.Reason = decisionReason(p.CanceledBy)
 		}
 	case store.OutcomeCanceled:
-		w.Outcome = "Canceled by " + canceler + "."
+		w.Outcome = l.T("outcome.canceled_by", map[string]any{"By": canceler})
 		w.Reason = decisionReason(p.CanceledBy)
 		if p.Expiry != nil {
 			// Why, unless the final answer beside it says so already.
-			w.Outcome = "Canceled by the system."
+			w.Outcome = l.T("outcome.canceled_system")
 			if why := expiredWhy(p.Expiry); !strings.Contains(w.Answer, why) {
 				w.Reason = why + "."
 			}
 		}
 	case store.OutcomeDeclined:
-		w.Outcome = "Declined by the payment provider."
+		w.Outcome = l.T("outcome.declined")
 		if !strings.Contains(w.Answer, strings.TrimSpace(providerSaid)) {
 			w.Reason = quoted("The payment provider said", providerSaid)
 		}
 	default:
-		w.Outcome = "Not refunded: the request could not be carried out."
+		w.Outcome = l.T("outcome.not_refunded")
 	}
 	if w.Answer == "" && p.Outcome() != store.OutcomeCompleted && p.Outcome() != store.OutcomeCancelTooLate {
 		// A run that ended before this page knew its answer: the one
 		// fact every ending without a refund shares.
-		w.Detail = "No refund was made and no money moved."
+		w.Detail = l.T("outcome.no_money")
 	}
 }
 
-func reference(ref string) string {
+// reference is the provider's reference as a sentence carries it, in l.
+func reference(ref string, l Lang) string {
 	if ref == "" {
 		return ""
 	}
-	return " (reference " + ref + ")"
+	return l.T("outcome.reference", map[string]any{"Ref": ref})
 }
 
-// possessive is whose payment method the refund goes back to.
+// possessive is where the refund goes back to: the viewer's own payment
+// method or the customer's.
 func possessive(p *store.Progress, viewer Viewer) string {
 	if viewer.UserID != 0 && viewer.UserID == p.Run.OwnerID {
-		return "your"
+		return viewer.Lang.T("outcome.back_to_you")
 	}
-	return "the customer's"
+	return viewer.Lang.T("outcome.back_to_customer")
 }
 
 // decisionReason is the reason given with a decision, for every viewer of
@@ -483,29 +488,30 @@ func (v *RunView) Who(d *store.Decider, unknown string) string {
 // "an approver", "support", "the customer", "the system"; staff also see
 // the name. unknown is the words for an event that recorded no role.
 func who(p *store.Progress, viewer Viewer, d *store.Decider, unknown string) string {
+	l := viewer.Lang
 	switch {
 	case d == nil:
 		return unknown
 	case d.System:
-		return "the system"
+		return l.T("who.system")
 	case d.UserID != 0 && d.UserID == viewer.UserID:
-		return "you"
+		return l.T("who.you")
 	}
 	var role string
 	switch {
 	case d.Role == store.RoleApprover:
-		role = "an approver"
+		role = "approver"
 	case d.Role == store.RoleSupport, d.Role == store.RoleAdmin:
 		role = "support"
 	case d.Role == store.RoleCustomer, d.Role == "" && d.UserID != 0 && p != nil && p.Run != nil && d.UserID == p.Run.OwnerID:
-		role = "the customer"
+		role = "customer"
 	default:
 		return unknown
 	}
 	if viewer.Staff && d.Name != "" {
-		return d.Name + " (" + strings.TrimPrefix(role, "an ") + ")"
+		return l.T("who.named", map[string]any{"Name": d.Name, "Role": l.T("role." + role)})
 	}
-	return role
+	return l.T("who." + role)
 }
 
 // EventText describes a business event in words, naming who acted in the
