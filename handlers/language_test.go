@@ -1,8 +1,10 @@
 package handlers_test
 
 import (
+	"context"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"testing"
 
@@ -128,5 +130,41 @@ func TestLanguage_RunStatusInTheViewersWords(t *testing.T) {
 	}
 	if want := views.Catalogues.Choose("", "zh-CN").T(key); zh != want || zh == en {
 		t.Errorf("Chinese status = %q, want %q", zh, want)
+	}
+}
+
+// langTransport sends every request with an Accept-Language, as a
+// browser set to that language does (its EventSource requests too).
+type langTransport struct{ lang string }
+
+func (l langTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	req = req.Clone(req.Context())
+	req.Header.Set("Accept-Language", l.lang)
+	return http.DefaultTransport.RoundTrip(req)
+}
+
+// TestLanguage_StreamSpeaksItsPagesLanguage: the run page's stream sends
+// its fragments in the language of the browser that opened it, while the
+// same run's stream opened in English stays English.
+func TestLanguage_StreamSpeaksItsPagesLanguage(t *testing.T) {
+	t.Parallel()
+	a := newStreamApp(t, handlers.Config{}, withListener())
+	c := a.customerClient(t)
+	zhClient := &http.Client{Jar: c.Jar, Transport: langTransport{"zh-CN,zh;q=0.9"}}
+	path := "/runs/" + a.run.ID.String() + "/events?after=" + strconv.FormatInt(a.lastSeq(t), 10)
+	zh, en := a.open(t, zhClient, path, ""), a.open(t, c, path, "")
+	if zh.res.StatusCode != http.StatusOK || en.res.StatusCode != http.StatusOK {
+		t.Fatalf("streams answered %d and %d", zh.res.StatusCode, en.res.StatusCode)
+	}
+	if _, err := a.store.Transition(context.Background(), a.run.ID, store.StateCreated, store.StatePlanning,
+		store.EventOf(store.RunPlanning{})); err != nil {
+		t.Fatal(err)
+	}
+	zhWord, enWord := views.Catalogues.Choose("", "zh-CN").T("status.planning"), views.English.T("status.planning")
+	if got := zh.next(t).Data; !strings.Contains(got, zhWord) || strings.Contains(got, enWord) {
+		t.Errorf("the zh-CN stream's fragment does not say %q in Chinese only:\n%s", zhWord, got)
+	}
+	if got := en.next(t).Data; !strings.Contains(got, enWord) || strings.Contains(got, zhWord) {
+		t.Errorf("the English stream's fragment does not say %q:\n%s", enWord, got)
 	}
 }
