@@ -405,7 +405,7 @@ func supportRetryChain(d *SupportRun) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			for _, r := range d.Retries.Chain {
-				status, tone := ListWords(r)
+				status, tone := ListWords(r, LangFrom(ctx))
 				templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 25, "<li id=\"")
 				if templ_7745c5c3_Err != nil {
 					return templ_7745c5c3_Err

@@ -205,7 +205,7 @@ func FamilyWords(parent *store.Run, parentAnswer string, children []*store.Progr
 			account = ended.say(true) + "; " + account
 		}
 		w := FamilySaid{Outcome: "Nothing refunded yet: " + account + "."}
-		w.Status, w.Tone = requestStatus(len(children), len(children)-going.total(), 0, false, false)
+		w.Status, w.Tone = requestStatus(len(children), len(children)-going.total(), 0, false, false, viewer.Lang)
 		if refunded > 0 {
 			w.Outcome = "Refunded " + money + " so far: " + account + "."
 		}
@@ -214,7 +214,7 @@ func FamilyWords(parent *store.Run, parentAnswer string, children []*store.Progr
 	w := FamilySaid{Ended: RequestFinished, Answer: strings.TrimSpace(parentAnswer)}
 	done := outcomes[store.OutcomeCompleted] + outcomes[store.OutcomeCancelTooLate]
 	w.Status, w.Tone = requestStatus(len(children), len(children), done,
-		outcomes[store.OutcomeCanceled] == len(children), outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0)
+		outcomes[store.OutcomeCanceled] == len(children), outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0, viewer.Lang)
 	if refunded > 0 {
 		w.Outcome = "Refunded " + money + ": " + ended.say(true) + "."
 	} else {

@@ -527,7 +527,7 @@ func CustomerRunRow(r store.RunListing, oob bool) templ.Component {
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}
-		status, tone := ListWords(r)
+		status, tone := ListWords(r, LangFrom(ctx))
 		{
 			templ_7745c5c3_ElementWriter := templ_7745c5c3_Buffer
 			templ_7745c5c3_Buffer := templ.GetBuffer()

@@ -194,3 +194,20 @@ func TestWords_OutcomeInTheViewersLanguage(t *testing.T) {
 		t.Errorf("declined in Chinese: %q / %q", got.Status, got.Outcome)
 	}
 }
+
+// TestListWords_RequestInTheViewersLanguage: a request of several orders
+// reads, in lists and on its page alike, in the viewer's language.
+func TestListWords_RequestInTheViewersLanguage(t *testing.T) {
+	zh := views.Catalogues.Choose("zh-CN", "")
+	r := store.RunListing{Run: store.Run{Kind: store.KindRequest, State: store.StatePlanning}, Children: 3, ChildrenEnded: 1}
+	if got, _ := views.ListWords(r, zh); got != "3 笔退款中已结束 1 笔" {
+		t.Errorf("going in Chinese: %q", got)
+	}
+	if got, _ := views.ListWords(r, views.English); got != "1 of 3 refunds ended" {
+		t.Errorf("going in English: %q", got)
+	}
+	r.State, r.ChildrenEnded, r.ChildrenRefunded = store.StateCompleted, 3, 2
+	if got, _ := views.ListWords(r, zh); got != "部分退款（3 笔中 2 笔）" {
+		t.Errorf("partly in Chinese: %q", got)
+	}
+}

@@ -231,7 +231,7 @@ func (d *SupportRun) words(u *store.User) Said {
 	p := store.ProgressOf(d.Snap)
 	if parent := d.familyParent(); parent != nil {
 		w := Said{Answer: strings.TrimSpace(p.FinalMessage)}
-		w.Status, w.Tone = requestListWords(*parent)
+		w.Status, w.Tone = requestListWords(*parent, English)
 		return w
 	}
 	return Words(&p, Viewer{UserID: u.ID, Staff: true})

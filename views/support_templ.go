@@ -310,7 +310,7 @@ func SupportRunsPage(user *store.User, q SupportSearch, states []string, runs []
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
 					}
-					status, tone := ListWords(r)
+					status, tone := ListWords(r, LangFrom(ctx))
 					templ_7745c5c3_Err = templruntime.WriteString(templ_7745c5c3_Buffer, 28, "<td data-label=\"State\">")
 					if templ_7745c5c3_Err != nil {
 						return templ_7745c5c3_Err
@@ -1043,7 +1043,7 @@ func supportFamilyRun(d *SupportRun, r *store.RunListing, title string) templ.Co
 				return templ_7745c5c3_Err
 			}
 		}
-		status, tone := ListWords(*r)
+		status, tone := ListWords(*r, LangFrom(ctx))
 		var templ_7745c5c3_Var56 string
 		templ_7745c5c3_Var56, templ_7745c5c3_Err = templ.JoinStringErrs(" ")
 		if templ_7745c5c3_Err != nil {

@@ -78,7 +78,7 @@ func listEnd(i, n int) string {
 // endedAs is how a run that was asked again for ended, which it did for
 // good, so the words never go stale: " (Declined)".
 func endedAs(r store.RunListing) string {
-	status, _ := ListWords(r)
+	status, _ := ListWords(r, English)
 	return " (" + status + ")"
 }
 
@@ -181,43 +181,44 @@ func Words(p *store.Progress, viewer Viewer) Said {
 // ListWords is a listed run's status word and tone, from Words: a list
 // knows the run's state, whether a cancel was asked for and whether the
 // provider declined it, which is all the status word needs.
-func ListWords(r store.RunListing) (status, tone string) {
+func ListWords(r store.RunListing, l Lang) (status, tone string) {
 	if r.IsParent() {
-		return requestListWords(r)
+		return requestListWords(r, l)
 	}
 	p := store.Progress{Run: &r.Run, State: r.State, CancelRequested: r.CancelRequested()}
 	if r.Declined {
 		p.Operations = []store.Operation{{State: store.OpFailed}}
 	}
-	w := Words(&p, Viewer{})
+	w := Words(&p, Viewer{Lang: l})
 	return w.Status, w.Tone
 }
 
 // requestListWords is a listed request's status, from its children's ends:
 // it never says more was refunded than the ended children that were.
-func requestListWords(r store.RunListing) (status, tone string) {
+func requestListWords(r store.RunListing, l Lang) (status, tone string) {
 	return requestStatus(r.Children, r.ChildrenEnded, r.ChildrenRefunded, r.State == store.StateCanceled,
-		r.State == store.StateFailed)
+		r.State == store.StateFailed, l)
 }
 
 // requestStatus is a request's status word and tone, on its page, in the
 // lists and on support's page alike: of n refunds, ended have ended and
 // refunded of those the payment provider refunded; canceled: all were
 // canceled; failed: one could not be carried out or was declined.
-func requestStatus(n, ended, refunded int, canceled, failed bool) (status, tone string) {
+func requestStatus(n, ended, refunded int, canceled, failed bool, l Lang) (status, tone string) {
+	counts := map[string]any{"Count": n, "Ended": ended, "Refunded": refunded}
 	switch {
 	case ended < n:
-		return fmt.Sprintf("%d of %d refunds ended", ended, n), ToneWorking
+		return l.T("request.ended_of", counts), ToneWorking
 	case refunded == n:
-		return "Refunded", ToneGood
+		return l.T("status.refunded"), ToneGood
 	case refunded > 0:
-		return fmt.Sprintf("Partly refunded (%d of %d)", refunded, n), ToneGood
+		return l.T("request.partly", counts), ToneGood
 	case canceled:
-		return "Canceled", ToneNeutral
+		return l.T("status.canceled"), ToneNeutral
 	case failed:
-		return "Not refunded", ToneBad
+		return l.T("request.not_refunded"), ToneBad
 	}
-	return "Not refunded", ToneNeutral
+	return l.T("request.not_refunded"), ToneNeutral
 }
 
 // statusWord is the run's state in a word or three, in l: what runs now,

@@ -329,7 +329,7 @@ func TestListWords_SameWordsAsTheRunPage(t *testing.T) {
 		{listed(store.StateCanceled, false, true), "Canceled", views.ToneNeutral},
 		{listed(store.StateReconciling, false, false), "Verifying the result", views.ToneWorking},
 	} {
-		if status, tone := views.ListWords(tc.r); status != tc.status || tone != tc.tone {
+		if status, tone := views.ListWords(tc.r, views.English); status != tc.status || tone != tc.tone {
 			t.Errorf("%s (declined %v): %q (%s), want %q (%s)", tc.r.State, tc.r.Declined, status, tone, tc.status, tc.tone)
 		}
 	}
