@@ -159,8 +159,21 @@ func (s *Store) appendEvents(ctx context.Context, tx *txn, runID uuid.UUID, evs 
 
 // Append commits events to a run's log. It is for events that change no
 // other state, such as narration: the one statement is atomic by itself.
+//
+// An append PostgreSQL chose as a deadlock's victim was rolled back whole
+// (it is one statement): it is sent again, at most txAttempts times, as
+// inTx does with a transaction.
 func (s *Store) Append(ctx context.Context, runID uuid.UUID, evs ...NewEvent) ([]Event, error) {
-	return s.appendEvents(ctx, nil, runID, evs...)
+	var (
+		out []Event
+		err error
+	)
+	for range txAttempts {
+		if out, err = s.appendEvents(ctx, nil, runID, evs...); !isDeadlock(err) {
+			break
+		}
+	}
+	return out, err
 }
 
 // BeginAttempt records that the executor begins step (the stage it
