@@ -72,7 +72,7 @@ func (h *Handler) streamOwnRuns(c echo.Context) error {
 	}
 	sc := h.engine.NewConn(c, u.ID)
 	defer sc.End()
-	if refused := sc.AddState("run list", g.cred, cursorParam(c), &ownRunsView{roleGate: g, ownerID: u.ID}); refused != "" {
+	if refused := sc.AddState("run list", g.cred, cursorParam(c), &ownRunsView{roleGate: g, ownerID: u.ID, lang: langOf(c)}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()
@@ -83,6 +83,7 @@ func (h *Handler) streamOwnRuns(c echo.Context) error {
 type ownRunsView struct {
 	roleGate
 	ownerID int64
+	lang    views.Lang // the page's, fixed when the stream opens
 }
 
 // ownRunsState is one version of the list.
@@ -112,6 +113,7 @@ func (v *ownRunsView) Read(ctx context.Context) (stream.State, error) {
 // Render replaces the rows whose state moved; a list that gained or lost
 // a run is sent whole.
 func (v *ownRunsView) Render(ctx context.Context, shown, next stream.State) (string, []byte, error) {
+	ctx = views.WithLang(ctx, v.lang)
 	to := next.(ownRunsState).l.Runs
 	if shown != nil {
 		from := shown.(ownRunsState).l.Runs
