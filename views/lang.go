@@ -49,7 +49,7 @@ func LoadLanguages(fsys fs.FS, dir string) (*Languages, error) {
 	if err != nil {
 		return nil, fmt.Errorf("views: catalogues: %w", err)
 	}
-	tags := []language.Tag{language.English}
+	tags, english := []language.Tag{language.English}, false
 	for _, name := range names {
 		buf, err := fs.ReadFile(fsys, name)
 		if err != nil {
@@ -59,23 +59,16 @@ func LoadLanguages(fsys fs.FS, dir string) (*Languages, error) {
 		if err != nil {
 			return nil, fmt.Errorf("views: catalogue %s: %w", name, err)
 		}
-		if f.Tag != language.English {
+		if f.Tag == language.English {
+			english = true
+		} else {
 			tags = append(tags, f.Tag)
 		}
 	}
-	if len(names) == 0 || !hasEnglish(names) {
+	if !english {
 		return nil, fmt.Errorf("views: no English catalogue (en.toml) in %s", dir)
 	}
 	return &Languages{bundle: b, tags: tags, matcher: language.NewMatcher(tags)}, nil
-}
-
-func hasEnglish(names []string) bool {
-	for _, n := range names {
-		if path.Base(n) == "en.toml" {
-			return true
-		}
-	}
-	return false
 }
 
 // Tags are the languages spoken, English first.
