@@ -1,7 +1,7 @@
 // localtime.js: shows every <time datetime> in the viewer's own time zone,
 // with the zone named. The server writes UTC (pages without scripts, tests
 // and copies stay exact); here each time is written again as the browser's
-// zone reads it, at the precision the server chose (seconds and
+// zone reads it, in the page's language (<html lang>), at the precision the server chose (seconds and
 // milliseconds only where it showed them). Times that arrive later (live
 // streams, swaps) are rewritten as they are added.
 (function () {
@@ -16,7 +16,7 @@
       hourCycle: 'h23', timeZoneName: 'short' };
     if (/\d:\d\d:\d\d/.test(shown)) opts.second = '2-digit';
     if (/\d:\d\d:\d\d\.\d{3}/.test(shown)) opts.fractionalSecondDigits = 3;
-    el.textContent = new Intl.DateTimeFormat(undefined, opts).format(d);
+    el.textContent = new Intl.DateTimeFormat(document.documentElement.lang || undefined, opts).format(d);
     el.setAttribute('title', iso);
     el.setAttribute('data-local', iso);
   }

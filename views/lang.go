@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"slices"
 	"strings"
 
 	"github.com/BurntSushi/toml"
@@ -59,9 +60,10 @@ func LoadLanguages(fsys fs.FS, dir string) (*Languages, error) {
 		if err != nil {
 			return nil, fmt.Errorf("views: catalogue %s: %w", name, err)
 		}
-		if f.Tag == language.English {
+		switch {
+		case f.Tag == language.English:
 			english = true
-		} else {
+		case !slices.Contains(tags, f.Tag):
 			tags = append(tags, f.Tag)
 		}
 	}

@@ -4,7 +4,9 @@ import (
 	"database/sql"
 	"io/fs"
 	"maps"
+	"path"
 	"slices"
+	"strings"
 	"testing"
 	"testing/fstest"
 
@@ -29,18 +31,38 @@ func catalogue(t *testing.T, fsys fs.FS, name string) map[string]string {
 	return words
 }
 
+// catalogues are every language's words, by the tag its file names
+// ("en" for en.toml).
+func catalogues(t *testing.T, fsys fs.FS) map[string]map[string]string {
+	t.Helper()
+	names, _ := fs.Glob(fsys, "locales/*.toml")
+	all := map[string]map[string]string{}
+	for _, name := range names {
+		base := strings.TrimSuffix(path.Base(name), ".toml")
+		tag := base[strings.LastIndex(base, ".")+1:]
+		if all[tag] == nil {
+			all[tag] = map[string]string{}
+		}
+		for k, v := range catalogue(t, fsys, name) {
+			if _, dup := all[tag][k]; dup {
+				t.Errorf("%s: %q is said twice in %s", name, k, tag)
+			}
+			all[tag][k] = v
+		}
+	}
+	return all
+}
+
 // TestCatalogues_EveryKeyInEveryLanguage: each catalogue holds exactly
 // English's keys, each with words: a key missing in one language fails
 // here, not on a page.
 func TestCatalogues_EveryKeyInEveryLanguage(t *testing.T) {
-	files := views.LocaleFiles()
-	en := catalogue(t, files, "locales/en.toml")
-	names, _ := fs.Glob(files, "locales/*.toml")
-	if len(names) < 2 {
-		t.Fatalf("catalogues: %v, want English and at least one more", names)
+	all := catalogues(t, views.LocaleFiles())
+	en := all["en"]
+	if len(all) < 2 {
+		t.Fatalf("catalogues: %v, want English and at least one more", slices.Sorted(maps.Keys(all)))
 	}
-	for _, name := range names {
-		words := catalogue(t, files, name)
+	for name, words := range all {
 		for _, k := range slices.Sorted(maps.Keys(en)) {
 			if words[k] == "" {
 				t.Errorf("%s: no words for %q", name, k)
@@ -88,7 +110,7 @@ func TestLanguages_Choose(t *testing.T) {
 func TestLanguages_ThirdLanguageIsOneFile(t *testing.T) {
 	files := views.LocaleFiles()
 	fsys := fstest.MapFS{}
-	en := catalogue(t, files, "locales/en.toml")
+	en := catalogues(t, files)["en"]
 	names, _ := fs.Glob(files, "locales/*.toml")
 	for _, name := range names {
 		buf, _ := fs.ReadFile(files, name)
@@ -209,5 +231,31 @@ func TestListWords_RequestInTheViewersLanguage(t *testing.T) {
 	r.State, r.ChildrenEnded, r.ChildrenRefunded = store.StateCompleted, 3, 2
 	if got, _ := views.ListWords(r, zh); got != "部分退款（3 笔中 2 笔）" {
 		t.Errorf("partly in Chinese: %q", got)
+	}
+}
+
+// TestMoney_InTheViewersLanguage: amounts as each language writes them,
+// the seed's "299 元" in Chinese, English as it always was.
+func TestMoney_InTheViewersLanguage(t *testing.T) {
+	zh := views.Catalogues.Choose("zh-CN", "")
+	for _, c := range []struct {
+		minor    int64
+		currency string
+		en, zh   string
+	}{
+		{29900, "CNY", "299.00 CNY", "299 元"},
+		{29950, "CNY", "299.50 CNY", "299.50 元"},
+		{129900, "EUR", "€1,299.00", "€1,299.00"},
+		{500, "JPY", "¥500", "JP¥500"},
+		{500, "CHF", "5.00 CHF", "5.00 CHF"},
+		{-123456789, "USD", "-$1,234,567.89", "-US$1,234,567.89"},
+		{-1 << 63, "EUR", "-€92,233,720,368,547,758.08", "-€92,233,720,368,547,758.08"},
+	} {
+		if got := views.English.Money(c.minor, c.currency); got != c.en {
+			t.Errorf("English %d %s: %q, want %q", c.minor, c.currency, got, c.en)
+		}
+		if got := zh.Money(c.minor, c.currency); got != c.zh {
+			t.Errorf("Chinese %d %s: %q, want %q", c.minor, c.currency, got, c.zh)
+		}
 	}
 }

@@ -1,0 +1,106 @@
+package views
+
+import (
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/text/currency"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+	"golang.org/x/text/number"
+
+	"github.com/refundd/refundd/store"
+)
+
+// separators are a language's thousands and decimal marks (CLDR, through
+// x/text), read once per language.
+type separators struct{ group, decimal string }
+
+var marks sync.Map // language.Tag → separators
+
+func marksOf(t language.Tag) separators {
+	if s, ok := marks.Load(t); ok {
+		return s.(separators)
+	}
+	// 1234.5 printed in t is "1,234.5" in English, "1.234,5" in German.
+	shown := []rune(message.NewPrinter(t).Sprint(number.Decimal(1234.5, number.Scale(1))))
+	s := separators{group: ",", decimal: "."}
+	if len(shown) == 7 {
+		s = separators{group: string(shown[1]), decimal: string(shown[5])}
+	}
+	marks.Store(t, s)
+	return s
+}
+
+// Money is an amount in minor units as l writes it: the language's
+// separators, the currency's symbol in the language (x/text/currency), and
+// the catalogue's pattern ("money.symbol", "money.code", or the currency's
+// own "money.CNY": the seed's "299 元"). Integer arithmetic only: no float
+// ever touches an amount.
+func (l Lang) Money(minor int64, cur string) string {
+	if l.loc == nil {
+		l = English
+	}
+	m := marksOf(l.Tag)
+	sign := ""
+	abs := uint64(minor)
+	if minor < 0 { // uint64 so the most negative int64 still formats
+		sign, abs = "-", uint64(-(minor+1))+1
+	}
+	digits := store.MinorDigits(cur)
+	scale := uint64(1)
+	for range digits {
+		scale *= 10
+	}
+	whole := groupWith(strconv.FormatUint(abs/scale, 10), m.group)
+	amount, short := whole, whole
+	if digits > 0 {
+		frac := strconv.FormatUint(abs%scale+scale, 10)[1:]
+		amount += m.decimal + frac
+		if abs%scale != 0 {
+			short = amount
+		}
+	}
+	data := map[string]any{"Amount": amount, "Short": short, "Code": cur, "Symbol": cur}
+	if u, err := currency.ParseISO(cur); err == nil {
+		data["Symbol"] = message.NewPrinter(l.Tag).Sprint(currency.Symbol(u))
+	}
+	key := "money.symbol"
+	if l.has("money." + cur) {
+		key = "money." + cur
+	} else if data["Symbol"] == cur {
+		key = "money.code" // no symbol of its own: "5.00 CHF", not "CHF5.00"
+	}
+	return sign + l.T(key, data)
+}
+
+// has reports whether l's catalogue (or English's) holds key.
+func (l Lang) has(key string) bool { return l.T(key) != key }
+
+// groupWith puts sep between each three digits from the right.
+func groupWith(digits, sep string) string {
+	if len(digits) <= 3 {
+		return digits
+	}
+	var b strings.Builder
+	lead := len(digits) % 3
+	b.WriteString(digits[:lead])
+	for i := lead; i < len(digits); i += 3 {
+		if b.Len() > 0 {
+			b.WriteString(sep)
+		}
+		b.WriteString(digits[i : i+3])
+	}
+	return b.String()
+}
+
+// Time is t as l writes a date and time, in UTC: the server's words for
+// pages without scripts; localtime.js writes it again in the viewer's own
+// zone and the page's language.
+func (l Lang) Time(t time.Time) string { return t.UTC().Format(l.T("time.datetime")) }
+
+// Day is t's date and time without the year ("2 Jan 15:04:05 UTC"), for
+// timelines.
+func (l Lang) Day(t time.Time) string { return t.UTC().Format(l.T("time.day")) }
