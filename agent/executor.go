@@ -74,17 +74,17 @@ type Config struct {
 // Answers words the final answers the agent writes, from what it knows of
 // a run's end; views.Answers is the words table's.
 type Answers interface {
-	OrderMissing() string
-	DoesNotFit(amount int64, currency string, orderID, paid int64, paidCurrency string) string
-	OverLimit(limit int64, currency string) string
-	OverPaid() string
-	Declined(amount int64, currency, reason string) string
-	ProviderRefused(outage bool) string
-	Refunded(amount int64, currency, ref string, tooLate bool) string
-	Canceled(providerAsked bool) string
-	FoundOther(amount int64, currency, orderRef, ref string) string
-	FoundRefunded(amount int64, currency, ref string, tooLate bool) string
-	FoundDeclined(amount int64, currency, reason string, canceled bool) string
+	OrderMissing() store.Answer
+	DoesNotFit(amount int64, currency string, orderID, paid int64, paidCurrency string) store.Answer
+	OverLimit(limit int64, currency string) store.Answer
+	OverPaid() store.Answer
+	Declined(amount int64, currency, reason string) store.Answer
+	ProviderRefused(outage bool) store.Answer
+	Refunded(amount int64, currency, ref string, tooLate bool) store.Answer
+	Canceled(providerAsked bool) store.Answer
+	FoundOther(amount int64, currency, orderRef, ref string) store.Answer
+	FoundRefunded(amount int64, currency, ref string, tooLate bool) store.Answer
+	FoundDeclined(amount int64, currency, reason string, canceled bool) store.Answer
 }
 
 func (c *Config) fill() {
@@ -873,7 +873,7 @@ func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store
 // finish ends the run in state with msg. A cancel that came in time
 // keeps it from ending any way but canceled (store.ErrCancelRequested): it
 // is left for the next step to honour, so the caller must not stop there.
-func (e *Executor) finish(ctx context.Context, run *store.Run, state, msg string) error {
+func (e *Executor) finish(ctx context.Context, run *store.Run, state string, msg store.Answer) error {
 	_, err := e.store.FinishRun(ctx, run.ID, state, msg)
 	if errors.Is(err, store.ErrCancelRequested) {
 		return nil

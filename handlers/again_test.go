@@ -56,7 +56,7 @@ func (a *app) frozen(t *testing.T, id uuid.UUID) string {
 func (a *app) failedRunOf(t *testing.T, email string) *store.Run {
 	t.Helper()
 	run := a.startRun(t, email, 100)
-	run, err := a.store.FinishRun(context.Background(), run.ID, store.StateFailed, "Not refunded.")
+	run, err := a.store.FinishRun(context.Background(), run.ID, store.StateFailed, store.Say("Not refunded."))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestAPIAskAgain_Request(t *testing.T) {
 	fam := a.startFamily(t, familyAmounts...)
 	a.refundChild(t, fam.Children[0].ID, true)
 	a.refundChild(t, fam.Children[1].ID, false)
-	if _, err := a.store.FinishRun(context.Background(), fam.Children[2].ID, store.StateCanceled, "Canceled."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), fam.Children[2].ID, store.StateCanceled, store.Say("Canceled.")); err != nil {
 		t.Fatal(err)
 	}
 	r := a.apiStart(t, c, "again-request", askAgainBody(fam.Parent.ID, ""))

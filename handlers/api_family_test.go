@@ -379,7 +379,7 @@ func (a *app) refundChild(t *testing.T, id uuid.UUID, succeed bool) {
 	if _, err := a.store.RecordOutcome(ctx, op.ID, out); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.FinishRun(ctx, id, state, msg); err != nil {
+	if _, err := a.store.FinishRun(ctx, id, state, store.Say(msg)); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -543,7 +543,7 @@ func (a *app) endChild(id uuid.UUID, succeed bool) error {
 	if _, err := a.store.RecordOutcome(ctx, op.ID, out); err != nil {
 		return err
 	}
-	_, err = a.store.FinishRun(ctx, id, state, "Done.")
+	_, err = a.store.FinishRun(ctx, id, state, store.Say("Done."))
 	return err
 }
 

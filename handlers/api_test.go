@@ -347,7 +347,7 @@ func TestAPIShowRun(t *testing.T) {
 	if _, err := a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_123"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := a.store.FinishRun(ctx, run.ID, store.StateCompleted, "Refunded €15.00."); err != nil {
+	if _, err := a.store.FinishRun(ctx, run.ID, store.StateCompleted, store.Say("Refunded €15.00.")); err != nil {
 		t.Fatal(err)
 	}
 	var lastSeq int64

@@ -279,7 +279,7 @@ func TestDecide_FinishedRun(t *testing.T) {
 	t.Parallel()
 	a := newApp(t, handlers.Config{})
 	run := a.awaitingApproval(t, "customer@example.com")
-	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateFailed, "Policy refused."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateFailed, store.Say("Policy refused.")); err != nil {
 		t.Fatal(err)
 	}
 	for _, tc := range []struct{ email, action string }{

@@ -259,13 +259,13 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	must(err)
 	_, err = a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_7Hc2Qx"})
 	must(err)
-	_, err = a.store.FinishRun(ctx, done.ID, store.StateCompleted, "Your refund of €129.99 for the trail running shoes is confirmed by the payment provider (reference re_7Hc2Qx).")
+	_, err = a.store.FinishRun(ctx, done.ID, store.StateCompleted, store.Say("Your refund of €129.99 for the trail running shoes is confirmed by the payment provider (reference re_7Hc2Qx)."))
 	must(err)
 
 	canceled := start("customer@example.com", "Rain jacket", 2000, "Wrong size.")
 	_, err = a.store.RequestCancel(store.WithActor(ctx, store.Actor{UserID: customer.ID, IP: "127.0.0.1"}), canceled.ID, customer.ID)
 	must(err)
-	_, err = a.store.FinishRun(ctx, canceled.ID, store.StateCanceled, "Canceled before anything was sent to the payment provider.")
+	_, err = a.store.FinishRun(ctx, canceled.ID, store.StateCanceled, store.Say("Canceled before anything was sent to the payment provider."))
 	must(err)
 
 	waiting := start("customer2@example.com", "Espresso machine", 34900, "It arrived with a cracked water tank.")
@@ -337,7 +337,7 @@ func (a *app) longRun(t *testing.T) *store.Run {
 	must(a.store.EndProviderCall(ctx, call, 200, 80*time.Millisecond, "succeeded, reference re_9Lm3Vt0QbX8kPq2Zr"))
 	_, err = a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_9Lm3Vt0QbX8kPq2Zr"})
 	must(err)
-	_, err = a.store.FinishRun(ctx, run.ID, store.StateCompleted, "Refunded "+store.FormatMoney(run.Amount, run.Currency)+" to the original payment method. The payment provider's reference is re_9Lm3Vt0QbX8kPq2Zr.")
+	_, err = a.store.FinishRun(ctx, run.ID, store.StateCompleted, store.Say("Refunded "+store.FormatMoney(run.Amount, run.Currency)+" to the original payment method. The payment provider's reference is re_9Lm3Vt0QbX8kPq2Zr."))
 	must(err)
 	return run
 }
@@ -367,7 +367,7 @@ func TestBrowser_CustomerRunsLive(t *testing.T) {
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'Waiting for an approver'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {
 		t.Fatalf("the list did not follow the run: %v", err)
 	}
-	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateCanceled, "Canceled."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateCanceled, store.Say("Canceled.")); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := chromedp.Run(ctx, chromedp.Poll[bool](state+` === 'Canceled'`, chromedp.WithPollingTimeout(20*time.Second))); err != nil {

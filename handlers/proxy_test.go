@@ -119,7 +119,7 @@ func TestStream_BehindDefaultNginx(t *testing.T) {
 	ids := waitLines(t, lines, "id: 1")
 	a.narrate(t, 1, 3) // seq 2..4, sent after the stream was handed over
 	ids = append(ids, waitLines(t, lines, "id: 4")...)
-	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, store.Say("Canceled as requested.")); err != nil {
 		t.Fatal(err)
 	}
 	ids = append(ids, waitLines(t, lines, "event: close")...)

@@ -148,7 +148,7 @@ func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 	t.Run("failed", func(t *testing.T) {
 		run := o.startAwaiting(t)
 		if _, err := a.store.FinishRun(context.Background(), run.ID, store.StateFailed,
-			"Refunds above $0.50 need a person: please contact support. Nothing was refunded."); err != nil {
+			store.Say("Refunds above $0.50 need a person: please contact support. Nothing was refunded.")); err != nil {
 			t.Fatal(err)
 		}
 		wantOneOutcome(t, o.page(t, o.customer, run.ID), store.OutcomeFailed, "Not refunded")

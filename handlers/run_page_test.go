@@ -87,7 +87,7 @@ func TestRunPage(t *testing.T) {
 // outcome and says the run has finished, as the page that watched it end.
 func checkFinishedRunPage(t *testing.T, a *streamApp, c *http.Client) {
 	t.Helper()
-	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, store.Say("Canceled as requested.")); err != nil {
 		t.Fatal(err)
 	}
 	doc := a.get(t, c, "/runs/"+a.run.ID.String()).doc(t)

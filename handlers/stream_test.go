@@ -398,7 +398,7 @@ func TestStream_TerminalRunCloses(t *testing.T) {
 	a := newStreamApp(t, handlers.Config{}, withListener())
 	c := a.customerClient(t)
 	a.narrate(t, 1, 2) // seq 2..3
-	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, store.Say("Canceled as requested.")); err != nil {
 		t.Fatal(err)
 	}
 	last := a.lastSeq(t)
@@ -415,7 +415,7 @@ func TestStream_TerminalRunCloses(t *testing.T) {
 	t.Run("closes live when the run ends", func(t *testing.T) {
 		b := a.startRun(t)
 		s := a.open(t, c, htmlStreamPath(b.ID, "1"), "")
-		if _, err := a.store.FinishRun(context.Background(), b.ID, store.StateFailed, "No."); err != nil {
+		if _, err := a.store.FinishRun(context.Background(), b.ID, store.StateFailed, store.Say("No.")); err != nil {
 			t.Fatal(err)
 		}
 		msg := s.next(t) // message.final
@@ -859,7 +859,7 @@ func TestStream_JSONStatusOnly(t *testing.T) {
 		t.Errorf("got %+v, want the status after seq 1", ev)
 	}
 	a.narrate(t, 1, 2) // seq 2..3: not for this viewer
-	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), a.run.ID, store.StateCanceled, store.Say("Canceled as requested.")); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []struct{ id, has string }{{"4", `"final_message":"Canceled as requested."`}, {"5", `"state":"canceled"`}} {

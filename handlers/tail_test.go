@@ -330,7 +330,7 @@ func TestStreams_SeveralRunsOneConnection(t *testing.T) {
 	if ev := s.next(t); ev.ID != first.ID.String()+":2" || !strings.Contains(ev.Data, "w1") {
 		t.Fatalf("got %+v, want the first run's seq 2", ev)
 	}
-	if _, err := a.store.FinishRun(context.Background(), second.ID, store.StateCanceled, "Canceled as requested."); err != nil {
+	if _, err := a.store.FinishRun(context.Background(), second.ID, store.StateCanceled, store.Say("Canceled as requested.")); err != nil {
 		t.Fatal(err)
 	}
 	for _, want := range []string{second.ID.String() + ":2", second.ID.String() + ":3"} {

@@ -169,7 +169,7 @@ func (b *endingBuilder) record(op *store.Operation, out store.Outcome) {
 
 func (b *endingBuilder) finish(run *store.Run, state, msg string, extra ...store.NewEvent) {
 	b.t.Helper()
-	_, err := b.a.store.FinishRun(b.ctx, run.ID, state, msg, extra...)
+	_, err := b.a.store.FinishRun(b.ctx, run.ID, state, store.Say(msg), extra...)
 	b.must(err)
 }
 

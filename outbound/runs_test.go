@@ -52,7 +52,7 @@ func (m *runMaker) end(t testing.TB, id uuid.UUID) {
 	if _, err := m.st.Append(ctx, id, store.EventOf(store.NarrationDelta{Text: "looking"})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := m.st.FinishRun(ctx, id, store.StateFailed, "No refund."); err != nil {
+	if _, err := m.st.FinishRun(ctx, id, store.StateFailed, store.Say("No refund.")); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -24,7 +24,7 @@ func (f *fixture) refund(t *testing.T, run *store.Run) {
 	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_1"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.FinishRun(ctx, run.ID, store.StateCompleted, "Refunded."); err != nil {
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateCompleted, store.Say("Refunded.")); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -48,11 +48,11 @@ func TestAskAgainOf_OnlyAnOwnRunThatEndedWithoutARefund(t *testing.T) {
 	ctx := context.Background()
 	going := f.start(t, "going", 100)
 	failed := f.start(t, "failed", 200)
-	if _, err := f.s.FinishRun(ctx, failed.ID, store.StateFailed, "Not refunded."); err != nil {
+	if _, err := f.s.FinishRun(ctx, failed.ID, store.StateFailed, store.Say("Not refunded.")); err != nil {
 		t.Fatal(err)
 	}
 	canceled := f.start(t, "canceled", 300)
-	if _, err := f.s.FinishRun(ctx, canceled.ID, store.StateCanceled, "Canceled."); err != nil {
+	if _, err := f.s.FinishRun(ctx, canceled.ID, store.StateCanceled, store.Say("Canceled.")); err != nil {
 		t.Fatal(err)
 	}
 	refunded := f.start(t, "refunded", 400)
@@ -92,7 +92,7 @@ func TestAskAgainOf_FamilyCopiesTheRefundsNotMade(t *testing.T) {
 	fam, req := f.family(t, "partly")
 	f.refund(t, &fam.Children[0])
 	for _, c := range fam.Children[1:] {
-		if _, err := f.s.FinishRun(ctx, c.ID, store.StateFailed, "Not refunded."); err != nil {
+		if _, err := f.s.FinishRun(ctx, c.ID, store.StateFailed, store.Say("Not refunded.")); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -125,7 +125,7 @@ func TestStartRun_AskAgainIsIdempotentAndLeavesTheOldRun(t *testing.T) {
 	f := newFixture(t)
 	ctx := context.Background()
 	old := f.start(t, "old", 500)
-	if _, err := f.s.FinishRun(ctx, old.ID, store.StateFailed, "Not refunded."); err != nil {
+	if _, err := f.s.FinishRun(ctx, old.ID, store.StateFailed, store.Say("Not refunded.")); err != nil {
 		t.Fatal(err)
 	}
 	before, err := f.s.RunByID(ctx, old.ID)
@@ -146,7 +146,7 @@ func TestStartRun_AskAgainIsIdempotentAndLeavesTheOldRun(t *testing.T) {
 		t.Errorf("repeat: %v created %v, %v; want %s", same, created, err, run.ID)
 	}
 	other := f.start(t, "other", 100)
-	if _, err := f.s.FinishRun(ctx, other.ID, store.StateCanceled, "Canceled."); err != nil {
+	if _, err := f.s.FinishRun(ctx, other.ID, store.StateCanceled, store.Say("Canceled.")); err != nil {
 		t.Fatal(err)
 	}
 	for name, retryOf := range map[string]uuid.NullUUID{"another run": {UUID: other.ID, Valid: true}, "no run": {}} {
@@ -202,7 +202,7 @@ func TestRetriesOf_LinksBothWaysAndTheChain(t *testing.T) {
 			t.Fatal(err)
 		}
 		if i < 2 {
-			if r, err = f.s.FinishRun(ctx, r.ID, store.StateFailed, "Not refunded."); err != nil {
+			if r, err = f.s.FinishRun(ctx, r.ID, store.StateFailed, store.Say("Not refunded.")); err != nil {
 				t.Fatal(err)
 			}
 		}

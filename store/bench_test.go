@@ -298,7 +298,7 @@ func BenchmarkSnapshot(b *testing.B) {
 	must(err)
 	_, err = e.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "bench-ref"})
 	must(err)
-	_, err = e.s.FinishRun(ctx, run, store.StateCompleted, "Your refund of €0.01 is on its way.")
+	_, err = e.s.FinishRun(ctx, run, store.StateCompleted, store.Say("Your refund of €0.01 is on its way."))
 	must(err)
 
 	b.ResetTimer()

@@ -65,10 +65,10 @@ func TestCancel_DuringOutageBeforeCommitIsInTime(t *testing.T) {
 	if n := count(t, f.s, `SELECT count(*) FROM provider_calls WHERE operation_id = $1`, op.ID); n != 1 {
 		t.Errorf("provider calls = %d, want the one refused before the cancel", n)
 	}
-	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "The payment provider could not take the refund."); !errors.Is(err, store.ErrCancelRequested) {
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, store.Say("The payment provider could not take the refund.")); !errors.Is(err, store.ErrCancelRequested) {
 		t.Errorf("ending the run failed: %v, want ErrCancelRequested", err)
 	}
-	if _, err := f.s.FinishCanceled(ctx, run.ID, "canceled before it reached the payment provider", "Canceled."); err != nil {
+	if _, err := f.s.FinishCanceled(ctx, run.ID, "canceled before it reached the payment provider", store.Say("Canceled.")); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.operation(t, run.ID); got.State != store.OpFailed || !got.Unsent {
@@ -113,7 +113,7 @@ func TestCancel_WhileARetryIsInFlightIsTooLate(t *testing.T) {
 	if _, err := f.s.BeginSubmit(ctx, op.ID); err != nil {
 		t.Errorf("a submit after a too-late cancel: %v, want it begun", err)
 	}
-	if _, err := f.s.FinishCanceled(ctx, run.ID, "", "Canceled."); store.ErrorCode(err) != store.CodeConflict {
+	if _, err := f.s.FinishCanceled(ctx, run.ID, "", store.Say("Canceled.")); store.ErrorCode(err) != store.CodeConflict {
 		t.Errorf("ending canceled after a too-late cancel: %v, want a conflict", err)
 	}
 }

@@ -5,8 +5,6 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
-	"strconv"
-	"strings"
 	"time"
 
 	"github.com/google/uuid"
@@ -65,9 +63,9 @@ func (s *Store) expireLocked(ctx context.Context, tx *txn, r *Run) (bool, error)
 	if s.answers == nil {
 		return false, ErrNoAnswers
 	}
-	body := s.answers.Expired(p.Window())
-	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, r.ID, body); err != nil {
-		return false, fmt.Errorf("store: final message: %w", err)
+	final, err := insertFinal(ctx, tx, r.ID, s.answers.Expired(p.Window()))
+	if err != nil {
+		return false, err
 	}
 	if err := tx.GetContext(ctx, &r.FinishedAt, `UPDATE runs SET state = $2, finished_at = now() WHERE id = $1 RETURNING finished_at`,
 		r.ID, StateCanceled); err != nil {
@@ -79,37 +77,12 @@ func (s *Store) expireLocked(ctx context.Context, tx *txn, r *Run) (bool, error)
 			return false, err
 		}
 	}
-	evs, err := s.appendEvents(ctx, tx, r.ID, EventOf(p), EventOf(MessageFinal{Body: body}), EventOf(RunCanceled{State: StateCanceled}))
+	evs, err := s.appendEvents(ctx, tx, r.ID, EventOf(p), final, EventOf(RunCanceled{State: StateCanceled}))
 	if err != nil {
 		return false, err
 	}
 	r.LastSeq = evs[len(evs)-1].Seq
 	return true, nil
-}
-
-// FormatWindow is a span of time as every page and message says how long an
-// approver had to decide: "48 hours", "1 hour 30 minutes", "5 seconds".
-func FormatWindow(d time.Duration) string {
-	d = d.Round(time.Second)
-	units := []struct {
-		size time.Duration
-		name string
-	}{{time.Hour, "hour"}, {time.Minute, "minute"}, {time.Second, "second"}}
-	var parts []string
-	for _, u := range units {
-		n := int64(d / u.size)
-		d -= time.Duration(n) * u.size
-		switch {
-		case n == 1:
-			parts = append(parts, "1 "+u.name)
-		case n > 1:
-			parts = append(parts, strconv.FormatInt(n, 10)+" "+u.name+"s")
-		}
-	}
-	if len(parts) == 0 {
-		return "0 seconds"
-	}
-	return strings.Join(parts, " ")
 }
 
 // NextDeadline is how long until the earliest deadline of a decision still

@@ -74,22 +74,6 @@ func TestParseQueuePlace_Refuses(t *testing.T) {
 	}
 }
 
-func TestFormatWindow(t *testing.T) {
-	t.Parallel()
-	for d, want := range map[time.Duration]string{
-		48 * time.Hour:                   "48 hours",
-		time.Hour + 30*time.Minute:       "1 hour 30 minutes",
-		time.Minute + time.Second:        "1 minute 1 second",
-		4 * time.Second:                  "4 seconds",
-		4*time.Second + time.Millisecond: "4 seconds",
-		0:                                "0 seconds",
-	} {
-		if got := store.FormatWindow(d); got != want {
-			t.Errorf("FormatWindow(%v) = %q, want %q", d, got, want)
-		}
-	}
-}
-
 // TestExpireApproval_OnlyPastTheDeadline: before its deadline a decision
 // is left to people; a run with no deadline, or whose cancel was asked for
 // in time, never expires; past it the run ends canceled by the system,

@@ -188,6 +188,9 @@ type OperationReconciling struct {
 // MessageFinal is message.final's payload: the final answer's text.
 type MessageFinal struct {
 	Body string `json:"body"`
+	// In is Body in the other languages the words table speaks, by BCP 47
+	// tag (store.Answer); absent for answers from before languages.
+	In Translations `json:"in,omitempty"`
 }
 
 // RunCompleted is run.completed's payload.

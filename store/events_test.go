@@ -128,7 +128,7 @@ func TestEvents_RoundTrip(t *testing.T) {
 func TestPayloadOf_WrongType(t *testing.T) {
 	t.Parallel()
 	ev := store.Event{Seq: 4, Type: store.EventNarrationDelta, Payload: json.RawMessage(`{"text":"hi"}`)}
-	if p, err := store.PayloadOf[store.MessageFinal](ev); err == nil || p != (store.MessageFinal{}) {
+	if p, err := store.PayloadOf[store.MessageFinal](ev); err == nil || p.Body != "" || p.In != nil {
 		t.Errorf("PayloadOf[MessageFinal](narration) = %+v, %v; want an error", p, err)
 	}
 	ev = store.Event{Seq: 5, Type: store.EventApprovalGranted, Payload: json.RawMessage(`{"by":"someone"}`)}

@@ -139,9 +139,9 @@ type FoundCall struct {
 type Found struct {
 	Outcome           // succeeded (with ProviderRef) or failed (with Reason)
 	Call    FoundCall // the lookup that found it
-	// End is the state the run ends in, and Message its final message.
+	// End is the state the run ends in, and Message its final answer.
 	End     string
-	Message string
+	Message Answer
 }
 
 // RecordFound records, in one transaction, a refund the provider holds

@@ -93,7 +93,7 @@ func TestCheckTimeline_NewTimelineMarksUnfinishedRuns(t *testing.T) {
 	waiting := f.queued(t, "waiting", 100)
 	fresh := f.start(t, "fresh", 100)
 	done := f.start(t, "done", 100)
-	if _, err := f.s.FinishRun(ctx, done.ID, store.StateFailed, "no"); err != nil {
+	if _, err := f.s.FinishRun(ctx, done.ID, store.StateFailed, store.Say("no")); err != nil {
 		t.Fatal(err)
 	}
 	c, err := f.s.CheckTimeline(ctx)
@@ -161,7 +161,7 @@ func TestRecordFound_EndsTheRunAsTheProviderSays(t *testing.T) {
 		t.Fatal(err)
 	}
 	found := store.Found{Outcome: store.Outcome{State: store.OpSucceeded, ProviderRef: "re_1"},
-		Call: store.FoundCall{HTTPStatus: 200, Result: "refunded (reference re_1)"}, End: store.StateCompleted, Message: "Refunded."}
+		Call: store.FoundCall{HTTPStatus: 200, Result: "refunded (reference re_1)"}, End: store.StateCompleted, Message: store.Say("Refunded.")}
 	if _, err := f.s.RecordFound(ctx, run.ID, key, found); err != nil {
 		t.Fatal(err)
 	}

@@ -339,15 +339,15 @@ func (s *Store) childEnded(ctx context.Context, tx *txn, r *Run) error {
 	if s.answers == nil {
 		return ErrNoAnswers
 	}
-	body := s.answers.Request(kids, parent.Currency)
-	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, parent.ID, body); err != nil {
-		return fmt.Errorf("store: family message: %w", err)
+	final, err := insertFinal(ctx, tx, parent.ID, s.answers.Request(kids, parent.Currency))
+	if err != nil {
+		return err
 	}
 	if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2, finished_at = now() WHERE id = $1`, parent.ID, end); err != nil {
 		return fmt.Errorf("store: end request: %w", err)
 	}
-	evs = append(evs, EventOf(MessageFinal{Body: body}), EventOf(endEvent))
-	_, err := s.appendEvents(ctx, tx, parent.ID, evs...)
+	evs = append(evs, final, EventOf(endEvent))
+	_, err = s.appendEvents(ctx, tx, parent.ID, evs...)
 	return err
 }
 
@@ -417,7 +417,7 @@ func readChildren(ctx context.Context, tx interface {
 		byID[approvals[i].RunID].Approval = &approvals[i]
 	}
 	var msgs []FinalMessage
-	if err := tx.SelectContext(ctx, &msgs, `SELECT run_id, body, created_at FROM final_messages WHERE run_id = ANY($1)`, pq.Array(ids)); err != nil {
+	if err := tx.SelectContext(ctx, &msgs, `SELECT run_id, body, body_in, created_at FROM final_messages WHERE run_id = ANY($1)`, pq.Array(ids)); err != nil {
 		return fmt.Errorf("store: family messages: %w", err)
 	}
 	for i := range msgs {

@@ -121,7 +121,7 @@ func TestFamily_ParentEndsWithItsLastChild(t *testing.T) {
 	if _, err := f.s.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpFailed, Reason: "declined"}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.FinishRun(ctx, fam.Children[1].ID, store.StateFailed, "Declined."); err != nil {
+	if _, err := f.s.FinishRun(ctx, fam.Children[1].ID, store.StateFailed, store.Say("Declined.")); err != nil {
 		t.Fatal(err)
 	}
 	p, _ := f.s.RunByID(ctx, fam.Parent.ID)
@@ -136,7 +136,7 @@ func TestFamily_ParentEndsWithItsLastChild(t *testing.T) {
 	if n := count(t, f.s, `SELECT count(*) FROM runs WHERE cancel_requested_at IS NOT NULL`); n != 2 {
 		t.Errorf("%d runs with a cancel, want the parent and the last child", n)
 	}
-	if _, err := f.s.FinishRun(ctx, fam.Children[2].ID, store.StateCanceled, "Canceled."); err != nil {
+	if _, err := f.s.FinishRun(ctx, fam.Children[2].ID, store.StateCanceled, store.Say("Canceled.")); err != nil {
 		t.Fatal(err)
 	}
 	snap, err := f.s.SnapshotFamily(ctx, fam.Parent.ID)

@@ -12,9 +12,10 @@ import (
 
 // FinalMessage is the one answer a finished run gives its customer.
 type FinalMessage struct {
-	RunID     uuid.UUID `db:"run_id" json:"-"`
-	Body      string    `db:"body" json:"body"`
-	CreatedAt time.Time `db:"created_at" json:"created_at"`
+	RunID     uuid.UUID    `db:"run_id" json:"-"`
+	Body      string       `db:"body" json:"body"`
+	In        Translations `db:"body_in" json:"-"` // Body in the other languages (Answer.In)
+	CreatedAt time.Time    `db:"created_at" json:"created_at"`
 }
 
 // terminalEvent is the event that ends a run in state; false for a state
@@ -42,7 +43,7 @@ var ErrAlreadyDone = errors.New("store: already done")
 // nothing and returns ErrAlreadyDone. A run whose cancel was answered in
 // time (CancelTooLate false) ends canceled only: ending it otherwise
 // changes nothing and returns ErrCancelRequested.
-func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message string, extra ...NewEvent) (*Run, error) {
+func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state string, message Answer, extra ...NewEvent) (*Run, error) {
 	end, ok := terminalEvent(state)
 	if !ok {
 		return nil, fmt.Errorf("store: finish run: %q is not a terminal state", state)
@@ -71,7 +72,7 @@ func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state, message s
 // with message, in one transaction. A run whose cancel came too late, or
 // was never asked for, is a conflict, and changes nothing; a finished run
 // is ErrAlreadyDone.
-func (s *Store) FinishCanceled(ctx context.Context, runID uuid.UUID, reason, message string) (*Run, error) {
+func (s *Store) FinishCanceled(ctx context.Context, runID uuid.UUID, reason string, message Answer) (*Run, error) {
 	run, _, err := s.mutate(ctx, runID, func(tx *txn, r *Run) (string, []NewEvent, error) {
 		if Terminal(r.State) {
 			return "", nil, ErrAlreadyDone
@@ -102,9 +103,20 @@ func (s *Store) FinishCanceled(ctx context.Context, runID uuid.UUID, reason, mes
 
 // finishLocked ends r, whose row tx holds locked, in state (with end, its
 // terminal event): the final message, then extra, message.final and end.
-func finishLocked(ctx context.Context, tx *txn, r *Run, state, message string, end Payload, extra ...NewEvent) (string, []NewEvent, error) {
-	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body) VALUES ($1, $2)`, r.ID, message); err != nil {
-		return "", nil, fmt.Errorf("store: final message: %w", err)
+func finishLocked(ctx context.Context, tx *txn, r *Run, state string, message Answer, end Payload, extra ...NewEvent) (string, []NewEvent, error) {
+	final, err := insertFinal(ctx, tx, r.ID, message)
+	if err != nil {
+		return "", nil, err
 	}
-	return state, slices.Concat(extra, []NewEvent{EventOf(MessageFinal{Body: message}), EventOf(end)}), nil
+	return state, slices.Concat(extra, []NewEvent{final, EventOf(end)}), nil
+}
+
+// insertFinal stores a run's final answer, in every language, and is its
+// message.final event.
+func insertFinal(ctx context.Context, tx *txn, runID uuid.UUID, a Answer) (NewEvent, error) {
+	if _, err := tx.ExecContext(ctx, `INSERT INTO final_messages (run_id, body, body_in) VALUES ($1, $2, $3)`,
+		runID, a.Body, a.In); err != nil {
+		return NewEvent{}, fmt.Errorf("store: final message: %w", err)
+	}
+	return EventOf(MessageFinal{Body: a.Body, In: a.In}), nil
 }

@@ -49,7 +49,7 @@ func (f *fixture) walk(t *testing.T, runID uuid.UUID) {
 		t.Error(err)
 		return
 	}
-	if _, err := f.s.FinishRun(ctx, runID, store.StateCompleted, "Refunded."); err != nil {
+	if _, err := f.s.FinishRun(ctx, runID, store.StateCompleted, store.Say("Refunded.")); err != nil {
 		t.Error(err)
 	}
 }
@@ -249,7 +249,7 @@ func TestFinishRun_ExactlyOnce(t *testing.T) {
 	)
 	for range 10 {
 		wg.Go(func() {
-			_, err := f.s.FinishRun(ctx, run.ID, store.StateCompleted, "Refunded.")
+			_, err := f.s.FinishRun(ctx, run.ID, store.StateCompleted, store.Say("Refunded."))
 			switch {
 			case err == nil:
 				ok.Add(1)
@@ -270,7 +270,7 @@ func TestFinishRun_ExactlyOnce(t *testing.T) {
 	if got := count(t, f.s, `SELECT count(*) FROM run_events WHERE run_id = $1 AND type IN ('run.completed', 'message.final')`, run.ID); got != 2 {
 		t.Errorf("completion events = %d, want 2 (message.final, run.completed)", got)
 	}
-	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "oops"); !errors.Is(err, store.ErrAlreadyDone) {
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, store.Say("oops")); !errors.Is(err, store.ErrAlreadyDone) {
 		t.Errorf("failing a completed run: err = %v, want ErrAlreadyDone", err)
 	}
 }
@@ -354,7 +354,7 @@ func TestApprove(t *testing.T) {
 		if _, err := f.s.RequestApproval(ctx, run.ID, store.ActionProposed{}); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "Policy refused."); err != nil {
+		if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, store.Say("Policy refused.")); err != nil {
 			t.Fatal(err)
 		}
 		if d, err := f.s.Approve(ctx, run.ID, f.approver.ID, ""); err != nil || d.Outcome != store.DecisionRunFinished {

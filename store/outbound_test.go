@@ -41,7 +41,7 @@ func (f *outboxFixture) endedRun(t *testing.T) uuid.UUID {
 	if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: "thinking"})); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "No refund."); err != nil {
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, store.Say("No refund.")); err != nil {
 		t.Fatal(err)
 	}
 	return run.ID
@@ -407,7 +407,7 @@ func TestRecordDeliveries_HoldsBackTheRun(t *testing.T) {
 		Seq: head.Event.Seq, EventID: head.Event.EventID, Outcome: store.DeliveryRetry, Status: 503, At: time.Now(), NextAt: later}}, time.Hour); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, "No refund."); err != nil {
+	if _, err := f.s.FinishRun(ctx, run.ID, store.StateFailed, store.Say("No refund.")); err != nil {
 		t.Fatal(err)
 	}
 	f.fanOut(t, nil)

@@ -52,6 +52,7 @@ type Progress struct {
 	CoveringSeq     int64
 	Operations      []Operation
 	FinalMessage    string
+	FinalIn         Translations // FinalMessage in the other languages
 	// ApprovalAsked: the run asked a person for a decision.
 	ApprovalAsked bool
 	// Deadline is until when an approver may decide, zero when the run
@@ -86,7 +87,7 @@ func ProgressOf(snap *Snapshot) Progress {
 		StateSince:    snap.StateSince,
 	}
 	if snap.FinalMessage != nil {
-		p.FinalMessage = snap.FinalMessage.Body
+		p.FinalMessage, p.FinalIn = snap.FinalMessage.Body, snap.FinalMessage.In
 	}
 	if a := snap.Approval; a != nil && a.Deadline.Valid {
 		p.Deadline = a.Deadline.Time
@@ -185,7 +186,7 @@ func (p *Progress) Apply(ev Event) {
 		}
 	case EventMessageFinal:
 		if pl, err := PayloadOf[MessageFinal](ev); err == nil {
-			p.FinalMessage = pl.Body
+			p.FinalMessage, p.FinalIn = pl.Body, pl.In
 		}
 	default:
 		if n, ok := OperationNewsOf(ev); ok {
@@ -256,3 +257,7 @@ func attemptOf(ev Event) int {
 	pl, _ := PayloadOf[StepAttempt](ev)
 	return pl.Attempt
 }
+
+// Answer is the run's final answer in the language tag (English when it
+// has none there); "" until the run ends.
+func (p *Progress) Answer(tag string) string { return p.FinalIn.Or(tag, p.FinalMessage) }

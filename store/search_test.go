@@ -24,7 +24,7 @@ func TestSearchRuns_SaysWhichFailedRunsWereDeclined(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, r := range []*store.Run{declined, failed} {
-		if _, err := f.s.FinishRun(ctx, r.ID, store.StateFailed, "No."); err != nil {
+		if _, err := f.s.FinishRun(ctx, r.ID, store.StateFailed, store.Say("No.")); err != nil {
 			t.Fatal(err)
 		}
 	}

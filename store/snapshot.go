@@ -133,7 +133,7 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 		return nil, fmt.Errorf("store: snapshot approval: %w", err)
 	}
 	var m FinalMessage
-	switch err := tx.GetContext(ctx, &m, `SELECT run_id, body, created_at FROM final_messages WHERE run_id = $1`, runID); {
+	switch err := tx.GetContext(ctx, &m, `SELECT run_id, body, body_in, created_at FROM final_messages WHERE run_id = $1`, runID); {
 	case err == nil:
 		snap.FinalMessage = &m
 	case !errors.Is(err, sql.ErrNoRows):

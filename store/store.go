@@ -64,8 +64,8 @@ type options struct {
 // a request whose last refund ended. The store keeps facts; the words are
 // the words table's (views.Answers), given to Open by WithAnswers.
 type Answers interface {
-	Expired(window time.Duration) string
-	Request(children []ChildEnding, currency string) string
+	Expired(window time.Duration) Answer
+	Request(children []ChildEnding, currency string) Answer
 }
 
 // WithAnswers gives the store the words of the final answers it writes.

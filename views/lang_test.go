@@ -24,9 +24,22 @@ func catalogue(t *testing.T, fsys fs.FS, name string) map[string]string {
 	if err != nil {
 		t.Fatal(err)
 	}
-	words := map[string]string{}
-	if err := toml.Unmarshal(buf, &words); err != nil {
+	raw := map[string]any{}
+	if err := toml.Unmarshal(buf, &raw); err != nil {
 		t.Fatalf("%s: %v", name, err)
+	}
+	// A plural message is a table of CLDR forms; every language has
+	// "other" (Chinese has nothing else), so a table's words are its other.
+	words := map[string]string{}
+	for k, v := range raw {
+		switch v := v.(type) {
+		case string:
+			words[k] = v
+		case map[string]any:
+			words[k], _ = v["other"].(string)
+		default:
+			t.Errorf("%s: %q is a %T, want words or a table of plural forms", name, k, v)
+		}
 	}
 	return words
 }

@@ -104,3 +104,23 @@ func (l Lang) Time(t time.Time) string { return t.UTC().Format(l.T("time.datetim
 // Day is t's date and time without the year ("2 Jan 15:04:05 UTC"), for
 // timelines.
 func (l Lang) Day(t time.Time) string { return t.UTC().Format(l.T("time.day")) }
+
+// Window is a span of time as l says it, to the second ("48 hours",
+// "1 hour 30 minutes"; "48 小时").
+func (l Lang) Window(d time.Duration) string {
+	d = d.Round(time.Second)
+	var parts []string
+	for _, u := range []struct {
+		size time.Duration
+		key  string
+	}{{time.Hour, "window.hours"}, {time.Minute, "window.minutes"}, {time.Second, "window.seconds"}} {
+		if n := int(d / u.size); n > 0 {
+			d -= time.Duration(n) * u.size
+			parts = append(parts, l.N(u.key, n))
+		}
+	}
+	if len(parts) == 0 {
+		return l.N("window.seconds", 0)
+	}
+	return strings.Join(parts, l.T("window.join"))
+}
