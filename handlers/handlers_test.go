@@ -126,7 +126,14 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 	}
 	if x := setup.executor; x != nil {
 		p := testkit.StartProvider(t, a.db, x.faults, 10*time.Second)
-		testkit.StartExecutor(t, st, cfg.Listener, p.Client, x.narrator, agent.Config{ChunkEvery: time.Millisecond})
+		ac := agent.Config{ChunkEvery: time.Millisecond}
+		if x.faults.HoldAfterCommit {
+			// The test releases the held answer itself: a refund it holds
+			// stays submitting until then, however loaded the machine, not
+			// reconciling after the default 5 s.
+			ac.ProviderTimeout = time.Minute
+		}
+		testkit.StartExecutor(t, st, cfg.Listener, p.Client, x.narrator, ac)
 		a.sim = p.Sim
 	}
 	cfg.SessionKey = testSessionKey
