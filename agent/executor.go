@@ -85,6 +85,10 @@ type Answers interface {
 	FoundOther(amount int64, currency, orderRef, ref string) store.Answer
 	FoundRefunded(amount int64, currency, ref string, tooLate bool) store.Answer
 	FoundDeclined(amount int64, currency, reason string, canceled bool) store.Answer
+	// Words: the built-in narrator's lines; Money: an amount as the
+	// language writes it (the narration's facts).
+	Words
+	Money(lang string, minor int64, currency string) string
 }
 
 func (c *Config) fill() {
@@ -138,7 +142,7 @@ func New(cfg Config, st *store.Store, provider payments.Provider, narrator Narra
 	}
 	cfg.fill()
 	if narrator == nil {
-		narrator = Builtin{Delay: cfg.NarrationDelay}
+		narrator = Builtin{Delay: cfg.NarrationDelay, Words: cfg.Answers}
 	}
 	return &Executor{cfg: cfg, store: st, provider: provider, narrator: narrator, listener: listener,
 		logger: logger.With("worker", cfg.WorkerID), kick: make(chan struct{}, 1), asked: make(chan struct{}, 1)}
@@ -460,8 +464,9 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	if err := e.beginAttempt(ctx, run, "planning"); err != nil {
 		return err
 	}
-	if err := e.narrate(ctx, run, Facts{Stage: "planning", OrderID: order.ID, Description: order.Description,
-		Paid: store.FormatMoney(order.Amount, order.Currency), Amount: store.FormatMoney(run.Amount, run.Currency),
+	money := e.cfg.Answers.Money
+	if err := e.narrate(ctx, run, Facts{Stage: "planning", Language: run.Language, OrderID: order.ID, Description: order.Description,
+		Paid: money(run.Language, order.Amount, order.Currency), Amount: money(run.Language, run.Amount, run.Currency),
 		Reason: run.Reason, NeedsOK: needsOK}); err != nil {
 		return err
 	}
@@ -502,7 +507,8 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
 			return 0, false, err
 		}
-		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Amount: store.FormatMoney(run.Amount, run.Currency)}); err != nil {
+		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Language: run.Language,
+			Amount: e.cfg.Answers.Money(run.Language, run.Amount, run.Currency)}); err != nil {
 			return 0, false, err
 		}
 	}

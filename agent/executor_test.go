@@ -22,6 +22,7 @@ import (
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
+	"github.com/refundd/refundd/views"
 )
 
 func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
@@ -198,7 +199,7 @@ func (w *watchNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(st
 		w.active[key] = false
 		w.mu.Unlock()
 	}()
-	return agent.Builtin{Delay: time.Millisecond}.Narrate(ctx, f, emit)
+	return agent.Builtin{Delay: time.Millisecond, Words: views.Answers{}}.Narrate(ctx, f, emit)
 }
 
 func TestExecutor_TwoWorkersManyRuns(t *testing.T) {
@@ -426,7 +427,7 @@ func (p panicky) Narrate(ctx context.Context, f agent.Facts, emit func(string) e
 	if f.OrderID == p.orderID {
 		panic("narrator exploded")
 	}
-	return agent.Builtin{}.Narrate(ctx, f, emit)
+	return agent.Builtin{Words: views.Answers{}}.Narrate(ctx, f, emit)
 }
 
 func TestExecutor_PanicFailsStepNotWorker(t *testing.T) {

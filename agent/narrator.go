@@ -2,9 +2,10 @@ package agent
 
 import (
 	"context"
-	"fmt"
+	"errors"
 	"strings"
 	"time"
+	"unicode/utf8"
 
 	"github.com/refundd/refundd/store"
 )
@@ -12,7 +13,10 @@ import (
 // Facts are what the narrator may talk about. Narration is presentation
 // only: nothing it says changes a run.
 type Facts struct {
-	Stage       string // "planning" or "submitting"
+	Stage string // "planning" or "submitting"
+	// Language is the customer's (a BCP 47 tag; "" for English): the
+	// narration is spoken in it, and the amounts below are written in it.
+	Language    string `json:"language,omitempty"`
 	OrderID     int64
 	Description string
 	Paid        string // formatted money
@@ -26,19 +30,28 @@ type Narrator interface {
 	Narrate(ctx context.Context, f Facts, emit func(text string) error) error
 }
 
-// Builtin is the narrator that needs no model: it writes plain sentences
-// from the facts, a word at a time with a small delay, like a model would.
+// Builtin is the narrator that needs no model: it says the words table's
+// lines for the facts (Words: views.Answers), in the customer's language,
+// a word at a time with a small delay, like a model would.
 type Builtin struct {
 	Delay time.Duration // between words; zero in tests
+	Words Words
+}
+
+// Words are the built-in narrator's lines in a language: the words table's
+// "narration.*" keys.
+type Words interface {
+	Say(lang, key string, data map[string]any) string
 }
 
 var _ Narrator = Builtin{}
 
 // Narrate speaks the built-in lines for the stage.
 func (b Builtin) Narrate(ctx context.Context, f Facts, emit func(string) error) error {
-	text := builtinText(f)
-	words := strings.SplitAfter(text, " ")
-	for _, w := range words {
+	if b.Words == nil {
+		return errors.New("agent: the built-in narrator has no words (Builtin.Words)")
+	}
+	for _, w := range pieces(b.text(f)) {
 		if err := emit(w); err != nil {
 			return err
 		}
@@ -53,25 +66,42 @@ func (b Builtin) Narrate(ctx context.Context, f Facts, emit func(string) error) 
 	return nil
 }
 
-func builtinText(f Facts) string {
+func (b Builtin) text(f Facts) string {
+	say := func(key string, data map[string]any) string { return b.Words.Say(f.Language, key, data) }
 	switch f.Stage {
 	case "planning":
 		// The reason is the customer's own sentence: quoted, without the
 		// full stop that would end ours twice.
-		s := fmt.Sprintf("I'm looking at order #%d, %s, paid %s. The request is for %s back because: “%s”. ",
-			f.OrderID, f.Description, f.Paid, f.Amount, strings.TrimRight(strings.TrimSpace(f.Reason), "."))
-		s += "That is within what is still refundable on this order. "
+		s := say("narration.planning", map[string]any{"Order": f.OrderID, "Description": f.Description, "Paid": f.Paid,
+			"Amount": f.Amount, "Reason": strings.TrimRight(strings.TrimSpace(f.Reason), ".。")})
+		s += say("narration.refundable", nil)
 		if f.NeedsOK {
-			s += "Refunds need an approver's OK, so I am asking for one now. "
-		} else {
-			s += "It is small enough to go ahead without an approval. "
+			return s + say("narration.needs_ok", nil)
 		}
-		return s
+		return s + say("narration.no_ok", nil)
 	case "submitting":
-		return fmt.Sprintf("Approved. I'm asking the payment provider to refund %s. ", f.Amount)
+		return say("narration.submitting", map[string]any{"Amount": f.Amount})
 	default:
 		return ""
 	}
+}
+
+// pieces cuts text where a model's tokens would end: after each space,
+// and after the punctuation of a language written without spaces.
+func pieces(text string) []string {
+	var out []string
+	start := 0
+	for i, r := range text {
+		if r == ' ' || strings.ContainsRune("，。：；！？、", r) {
+			end := i + utf8.RuneLen(r)
+			out = append(out, text[start:end])
+			start = end
+		}
+	}
+	if start < len(text) {
+		out = append(out, text[start:])
+	}
+	return out
 }
 
 // chunker turns a stream of small pieces of text into narration.delta
@@ -134,7 +164,7 @@ func (e *Executor) narrate(ctx context.Context, run *store.Run, f Facts) error {
 				return err
 			}
 		}
-		if err := (Builtin{Delay: e.cfg.NarrationDelay}).Narrate(ctx, f, emit); err != nil {
+		if err := (Builtin{Delay: e.cfg.NarrationDelay, Words: e.cfg.Answers}).Narrate(ctx, f, emit); err != nil {
 			return err
 		}
 	}

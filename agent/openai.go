@@ -27,7 +27,8 @@ var _ Narrator = (*OpenAI)(nil)
 const systemPrompt = "You narrate, in two or three short sentences, what a refund assistant is doing " +
 	"for a customer. Only restate the facts given. Never promise an outcome; never say a refund " +
 	"succeeded unless the facts say so. The customer and staff both read it: speak of \"the customer\" " +
-	"and \"the order\", never \"you\" or \"your\"."
+	"and \"the order\", never \"you\" or \"your\". Speak the language the facts name (a BCP 47 tag; " +
+	"English when none is named)."
 
 // Narrate streams the model's answer to emit.
 func (o *OpenAI) Narrate(ctx context.Context, f Facts, emit func(string) error) error {

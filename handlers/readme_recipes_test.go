@@ -15,6 +15,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // recipe is one of README's fault recipes: the provider's fault settings
@@ -77,7 +78,7 @@ func readmeRecipes(t *testing.T) []recipe {
 // customer's run page until it has shown each quoted sentence, in order.
 func TestReadme_RecipesShowTheirWords(t *testing.T) {
 	t.Parallel()
-	a := newApp(t, handlers.Config{}, withExecutor(agent.Builtin{}, payments.Faults{}))
+	a := newApp(t, handlers.Config{}, withExecutor(agent.Builtin{Words: views.Answers{}}, payments.Faults{}))
 	sim := httptest.NewServer(a.sim.Handler())
 	t.Cleanup(sim.Close)
 	o := &outcomeApp{app: a, customer: a.client(t), approver: a.client(t)}

@@ -90,7 +90,7 @@ func (g *gatedNarrator) open() { close(g.gate) }
 
 func (g *gatedNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
 	if f.Stage != "planning" {
-		return agent.Builtin{}.Narrate(ctx, f, emit)
+		return agent.Builtin{Words: views.Answers{}}.Narrate(ctx, f, emit)
 	}
 	for i, w := range g.words {
 		if i == g.gateAt {

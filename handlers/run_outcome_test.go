@@ -16,6 +16,7 @@ import (
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // stillRunningWords are sentences that only a run still going on may
@@ -114,7 +115,7 @@ func (o *outcomeApp) page(t *testing.T, c *http.Client, runID uuid.UUID) respons
 // viewer's words, nothing stale.
 func TestRunPage_EachTerminalPathShowsOneOutcome(t *testing.T) {
 	t.Parallel()
-	a := newApp(t, handlers.Config{}, withExecutor(agent.Builtin{}, payments.Faults{}))
+	a := newApp(t, handlers.Config{}, withExecutor(agent.Builtin{Words: views.Answers{}}, payments.Faults{}))
 	o := &outcomeApp{app: a, customer: a.client(t), approver: a.client(t), support: a.client(t)}
 	a.login(t, o.customer, "customer@example.com")
 	a.login(t, o.approver, "approver@example.com")

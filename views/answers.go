@@ -175,3 +175,15 @@ func (Answers) FoundDeclined(amount int64, currency, reason string, canceled boo
 			"Reason": reason, "Lost": l.T("answer.lost")})
 	})
 }
+
+// Say is key's words in the language tag lang ("" or a language not
+// spoken: English), for words written outside a page: the built-in
+// narrator's lines ("narration.*").
+func (Answers) Say(lang, key string, data map[string]any) string {
+	return Catalogues.Choose(lang, "").T(key, data)
+}
+
+// Money is an amount as the language tag lang writes it.
+func (Answers) Money(lang string, minor int64, currency string) string {
+	return Catalogues.Choose(lang, "").Money(minor, currency)
+}

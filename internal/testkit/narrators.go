@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/refundd/refundd/agent"
+	"github.com/refundd/refundd/views"
 )
 
 // ChattyNarrator says "old " every few milliseconds until its context ends:
@@ -41,7 +42,7 @@ type FreshNarrator struct{}
 
 func (FreshNarrator) Narrate(ctx context.Context, f agent.Facts, emit func(string) error) error {
 	if f.Stage != "planning" {
-		return agent.Builtin{}.Narrate(ctx, f, emit)
+		return agent.Builtin{Words: views.Answers{}}.Narrate(ctx, f, emit)
 	}
 	if err := emit("Fresh start. "); err != nil {
 		return err
