@@ -135,9 +135,13 @@ func NewSMTPMailer(raw, from string) (*SMTPMailer, error) {
 func (s *SMTPMailer) Config() SMTPConfig { return s.cfg }
 
 // Send sends m with the ledger's Message-ID, so a mail sent again after a
-// crash is the same email to the recipient's client.
+// crash is the same email to the recipient's client. Emails are in their
+// recipient's language: the body is UTF-8 (Content-Type text/plain;
+// charset=UTF-8, quoted-printable), and a subject that is not plain ASCII
+// ("已退款", "€5.00") goes out RFC 2047-encoded (=?UTF-8?q?…?=, folded),
+// as go-mail writes every header it is given as text.
 func (s *SMTPMailer) Send(ctx context.Context, m store.Mail) error {
-	msg := mail.NewMsg()
+	msg := mail.NewMsg(mail.WithCharset(mail.CharsetUTF8), mail.WithEncoding(mail.EncodingQP))
 	if err := msg.From(s.from); err != nil {
 		return fmt.Errorf("mail from: %w", err)
 	}

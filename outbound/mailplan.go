@@ -14,7 +14,7 @@ import (
 )
 
 // MailPlanner says which emails a business event causes, worded by views
-// as the pages word the same run (store.FanOut records them in the mail
+// as the pages word the same run, each in its recipient's language (store.FanOut records them in the mail
 // ledger in its fan-out transaction):
 //   - a request's end (the terminal event of its root run: for a request
 //     of several orders the parent, which ends after its last child) sends
@@ -60,8 +60,8 @@ func (p *MailPlanner) ended(ctx context.Context, rootID uuid.UUID) ([]store.NewM
 		return nil, fmt.Errorf("outbound: plan mail: owner: %w", err)
 	}
 	// As the owner sees the run's page (handlers' viewerOf): their own
-	// decisions read "you".
-	viewer := views.Viewer{UserID: owner.ID, Staff: owner.Role != store.RoleCustomer}
+	// decisions read "you", in the language they saved.
+	viewer := views.Viewer{UserID: owner.ID, Staff: owner.Role != store.RoleCustomer, Lang: langOf(owner)}
 	var e views.Email
 	if run.IsParent() {
 		fs, err := p.Store.SnapshotFamily(ctx, rootID)
@@ -102,7 +102,7 @@ func (p *MailPlanner) waiting(ctx context.Context, rootID uuid.UUID) ([]store.Ne
 		if a.ID == run.OwnerID {
 			continue // nobody decides their own refund
 		}
-		viewer := views.Viewer{UserID: a.ID, Staff: true, MayApprove: true, MayCancel: true}
+		viewer := views.Viewer{UserID: a.ID, Staff: true, MayApprove: true, MayCancel: true, Lang: langOf(a)}
 		out = append(out, p.mail(rootID, store.MailWaiting, a, word(viewer)))
 	}
 	return out, nil
@@ -129,6 +129,10 @@ func (p *MailPlanner) waitingWords(ctx context.Context, run *store.Run) (func(vi
 		return views.WaitingEmail(views.NewRunView(snap, false, v), link)
 	}, nil
 }
+
+// langOf is the language of u's emails: the one they saved for the pages,
+// else English (an email answers no Accept-Language).
+func langOf(u *store.User) views.Lang { return views.Catalogues.Choose(u.Language, "") }
 
 // mail is the ledger's row of one email of kind about request rootID to u.
 func (p *MailPlanner) mail(rootID uuid.UUID, kind string, u *store.User, e views.Email) store.NewMail {

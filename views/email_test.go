@@ -14,9 +14,9 @@ import (
 
 // endedRun is a snapshot of a run of one order that ended in state, as
 // the planner reads it.
-func endedRun(state, answer string, ops ...store.Operation) *store.Snapshot {
+func endedRun(state string, answer store.Answer, ops ...store.Operation) *store.Snapshot {
 	run := &store.Run{ID: uuid.New(), OwnerID: customerID, OrderID: 7, Amount: 500, Currency: "EUR", Reason: "arrived <broken>", State: state}
-	return &store.Snapshot{Run: run, Operations: ops, FinalMessage: &store.FinalMessage{Body: answer}}
+	return &store.Snapshot{Run: run, Operations: ops, FinalMessage: &store.FinalMessage{Body: answer.Body, In: answer.In}}
 }
 
 // TestEndedEmail_SaysWhatThePageSays: the email's words are the page's
@@ -86,7 +86,7 @@ func TestRequestEndedEmail_OneForTheRequest(t *testing.T) {
 // sentence as the page words it, the link.
 func TestWaitingEmail_ToAnApprover(t *testing.T) {
 	deadline := time.Date(2026, 12, 4, 14, 5, 0, 0, time.UTC)
-	snap := endedRun(store.StateAwaitingApproval, "")
+	snap := endedRun(store.StateAwaitingApproval, store.Answer{})
 	snap.FinalMessage = nil
 	snap.Approval = &store.Approval{RunID: snap.Run.ID, Deadline: sql.NullTime{Time: deadline, Valid: true}}
 	v := views.NewRunView(snap, false, views.Viewer{UserID: approverID, Staff: true, MayApprove: true})
