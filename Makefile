@@ -82,14 +82,15 @@ $(VENDOR)/sse.js: node_modules/.installed
 	mkdir -p $(VENDOR)
 	cp node_modules/htmx-ext-sse/dist/sse.js $@
 
-# install_missing takes "program=debian-package" pairs and installs the
-# packages whose program is missing: with apt-get as root, otherwise it
+# install_missing takes "program=debian-package" pairs (a program's name,
+# or a path a package installs) and installs the packages whose program is
+# missing: with apt-get as root, otherwise it
 # prints the command to run. apt-get update runs only when something is missing.
 define install_missing
 missing=""; \
 for want in $(1); do \
 	prog="$${want%%=*}"; pkg="$${want#*=}"; \
-	if [ ! -x "$$prog" ] && ! command -v "$$prog" >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
+	if [ ! -e "$$prog" ] && ! command -v "$$prog" >/dev/null 2>&1; then missing="$$missing $$pkg"; fi; \
 done; \
 if [ -n "$$missing" ]; then \
 	if [ "$$(id -u)" -ne 0 ]; then \
@@ -104,9 +105,10 @@ fi; \
 command -v $(GO) >/dev/null || { echo "Go is missing: install Go 1.26 from https://go.dev/dl/" >&2; exit 1; }
 endef
 
-## deps: what `make test` needs: PostgreSQL's server, Chromium, nginx (a stream test proxies through it), npm
+## deps: what `make test` needs: PostgreSQL's server, Chromium, CJK fonts (the Chinese pages' screenshots), nginx (a stream test proxies through it), npm
+CJK_FONT := /usr/share/fonts/opentype/noto/NotoSansCJK-Regular.ttc
 deps:
-	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium /usr/sbin/nginx=nginx npm=npm)
+	@$(call install_missing,$(PG_BIN)/initdb=postgresql $(CHROMIUM)=chromium $(CJK_FONT)=fonts-noto-cjk /usr/sbin/nginx=nginx npm=npm)
 
 ## deps-run: what `make run` needs: PostgreSQL's server, npm
 deps-run:
