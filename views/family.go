@@ -121,7 +121,7 @@ func (f *FamilyView) CanAskAgain() bool {
 
 // AskAgainLabel is the request's "Ask again" button.
 func (f *FamilyView) AskAgainLabel() string {
-	return askAgainLabel(f.notRefunded(), len(f.Children()))
+	return askAgainLabel(f.notRefunded(), len(f.Children()), f.Parent().Viewer.Lang)
 }
 
 // ActionsKey names what the request's decisions show: the stream draws
@@ -141,7 +141,8 @@ func (f *FamilyView) Words() FamilySaid {
 	for _, c := range f.Children() {
 		ps = append(ps, &c.Progress)
 	}
-	return FamilyWords(f.Parent().Run, f.Parent().FinalMessage, ps, f.Parent().Viewer)
+	p := f.Parent()
+	return FamilyWords(p.Run, p.Progress.Answer(p.Viewer.Lang.Tag.String()), ps, p.Viewer)
 }
 
 // FamilyStreamURL is where a family page's stream resumes: every run
@@ -171,14 +172,15 @@ type FamilySaid struct {
 }
 
 // RequestFinished is what a request's page says once every refund has
-// ended and its live updates stopped.
+// ended and its live updates stopped: the English of "family.finished".
 const RequestFinished = "The request has finished: every refund has ended."
 
-// FamilyWords is what a request says to viewer, from its refunds'
-// progress: only what the payment provider confirmed counts as refunded
-// (succeeded operations), a refund whose result is unknown is "still
-// verifying", and each ending names who acted, in the viewer's words.
+// FamilyWords is what a request says to viewer, in their language, from
+// its refunds' progress: only what the payment provider confirmed counts
+// as refunded (succeeded operations), a refund whose result is unknown is
+// "still verifying", and each ending names who acted, in the viewer's words.
 func FamilyWords(parent *store.Run, parentAnswer string, children []*store.Progress, viewer Viewer) FamilySaid {
+	l := viewer.Lang
 	var (
 		refunded, asked int64
 		ended, going    phrases
@@ -195,67 +197,72 @@ func FamilyWords(parent *store.Run, parentAnswer string, children []*store.Progr
 			ended.add(childEnding(p, viewer))
 			outcomes[p.Outcome()]++
 		} else {
-			going.add(childDoing(p))
+			going.add(childDoing(p, l))
 		}
 	}
-	money := store.FormatMoney(refunded, parent.Currency) + " of " + store.FormatMoney(asked, parent.Currency)
+	said := map[string]any{"Refunded": l.Money(refunded, parent.Currency), "Asked": l.Money(asked, parent.Currency)}
 	if len(going.text) > 0 {
-		account := going.say(len(ended.text) == 0)
+		said["Account"] = going.say(len(ended.text) == 0, l)
 		if len(ended.text) > 0 {
-			account = ended.say(true) + "; " + account
+			said["Account"] = ended.say(true, l) + l.T("family.account.sep") + going.say(false, l)
 		}
-		w := FamilySaid{Outcome: "Nothing refunded yet: " + account + "."}
-		w.Status, w.Tone = requestStatus(len(children), len(children)-going.total(), 0, false, false, viewer.Lang)
+		w := FamilySaid{Outcome: l.T("family.going", said)}
+		w.Status, w.Tone = requestStatus(len(children), len(children)-going.total(), 0, false, false, l)
 		if refunded > 0 {
-			w.Outcome = "Refunded " + money + " so far: " + account + "."
+			w.Outcome = l.T("family.going_refunded", said)
 		}
 		return w
 	}
-	w := FamilySaid{Ended: RequestFinished, Answer: strings.TrimSpace(parentAnswer)}
+	w := FamilySaid{Ended: l.T("family.finished"), Answer: strings.TrimSpace(parentAnswer)}
 	done := outcomes[store.OutcomeCompleted] + outcomes[store.OutcomeCancelTooLate]
 	w.Status, w.Tone = requestStatus(len(children), len(children), done,
-		outcomes[store.OutcomeCanceled] == len(children), outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0, viewer.Lang)
+		outcomes[store.OutcomeCanceled] == len(children), outcomes[store.OutcomeFailed]+outcomes[store.OutcomeDeclined] > 0, l)
+	said["Account"] = ended.say(true, l)
 	if refunded > 0 {
-		w.Outcome = "Refunded " + money + ": " + ended.say(true) + "."
+		w.Outcome = l.T("family.ended_refunded", said)
 	} else {
-		w.Outcome = "Nothing was refunded: " + ended.say(true) + ". No money moved."
+		w.Outcome = l.T("family.ended_nothing", said)
 	}
 	return w
 }
 
 // childEnding is how a refund ended, as the request's outcome lists it.
 func childEnding(p *store.Progress, viewer Viewer) string {
+	l := viewer.Lang
+	by := func() map[string]any { return map[string]any{"By": who(p, viewer, p.CanceledBy, l.T("who.someone"))} }
 	switch p.Outcome() {
 	case store.OutcomeCompleted:
-		return "refunded"
+		return l.T("family.ended.refunded")
 	case store.OutcomeCancelTooLate:
-		return "refunded although " + who(p, viewer, p.CanceledBy, "someone") + " asked to cancel (too late)"
+		return l.T("family.ended.too_late", by())
 	case store.OutcomeDeclined:
-		return "declined by the payment provider"
+		return l.T("family.ended.declined")
 	case store.OutcomeCanceled:
 		if p.Expiry != nil {
-			return "canceled by the system: no approver decided in time"
+			return l.T("family.ended.expired")
 		}
-		return "canceled by " + who(p, viewer, p.CanceledBy, "someone")
+		return l.T("family.ended.canceled", by())
 	}
-	return "not refunded: the request could not be carried out"
+	return l.T("family.ended.failed")
 }
 
-// childDoing is where a refund that goes on stands; "verifying" is said
-// of refunds ("still verifying one refund"), the rest of orders.
-func childDoing(p *store.Progress) string {
+// childDoing is where a refund that goes on stands, in l; "verifying" is
+// said of refunds ("still verifying one refund"), the rest of orders.
+func childDoing(p *store.Progress, l Lang) string {
 	switch p.State {
 	case store.StateAwaitingApproval:
-		return "waiting for an approver"
+		return l.T("family.doing.approval")
 	case store.StateSubmitting:
-		return "being sent to the payment provider"
+		return l.T("family.doing.submitting")
 	case store.StateReconciling:
 		return verifying
 	}
-	return "being checked"
+	return l.T("family.doing.checking")
 }
 
-const verifying = "still verifying"
+// verifying marks the refunds whose result is being verified among the
+// phrases: they are counted as refunds, not orders ("family.phrase.verifying").
+const verifying = "\x00verifying"
 
 // phrases counts the refunds that read alike, in the order first seen.
 type phrases struct {
@@ -282,26 +289,26 @@ func (ps *phrases) add(s string) {
 	ps.text, ps.count = append(ps.text, s), append(ps.count, 1)
 }
 
-// say lists the phrases with their counts: "two orders refunded, one
-// declined by the payment provider". first: the list begins the
+// say lists the phrases with their counts, in l: "two orders refunded,
+// one declined by the payment provider". first: the list begins the
 // sentence's account, so its first count names what it counts.
-func (ps *phrases) say(first bool) string {
+func (ps *phrases) say(first bool, l Lang) string {
 	out := make([]string, len(ps.text))
 	for i, t := range ps.text {
-		n := ps.count[i]
+		n, text := ps.count[i], map[string]any{"Text": t}
 		switch {
 		case t == verifying:
-			out[i] = verifying + " " + countOf(n, "refund", "refunds")
+			out[i] = countIn(l, "family.phrase.verifying", n)
 		case i == 0 && first:
-			out[i] = countOf(n, "order", "orders") + " " + t
+			out[i] = countIn(l, "family.phrase.first", n, text)
 		default:
-			out[i] = numberWord(n) + " " + t
+			out[i] = l.T("family.phrase.next", map[string]any{"Count": n, "Words": numberWord(n), "Text": t})
 		}
 	}
-	return strings.Join(out, ", ")
+	return strings.Join(out, l.T("family.phrase.sep"))
 }
 
-// countOf is n things in words: "one order", "three orders".
+// countOf is n things in English words: "one order", "three orders".
 func countOf(n int, one, many string) string {
 	if n == 1 {
 		return "one " + one
@@ -309,7 +316,7 @@ func countOf(n int, one, many string) string {
 	return numberWord(n) + " " + many
 }
 
-// numberWord is n as a page says it: in words up to twelve.
+// numberWord is n as an English page says it: in words up to twelve.
 func numberWord(n int) string {
 	words := [...]string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
 	if n >= 0 && n < len(words) {
@@ -318,16 +325,19 @@ func numberWord(n int) string {
 	return strconv.Itoa(n)
 }
 
-// waitingWords names the refunds an approval of all would approve: "the
-// refund of €2.00 for order #7", "2 refunds, €3.50 in all".
-func waitingWords(waiting []*RunView) string {
+// waitingWords is waitingWordsIn in English.
+func waitingWords(waiting []*RunView) string { return waitingWordsIn(waiting, English) }
+
+// waitingWordsIn names the refunds an approval of all would approve, in
+// l: "the refund of €2.00 for order #7", "two refunds, €3.50 in all".
+func waitingWordsIn(waiting []*RunView, l Lang) string {
 	if len(waiting) == 1 {
 		r := waiting[0].Run
-		return "the refund of " + store.FormatMoney(r.Amount, r.Currency) + " for order #" + strconv.FormatInt(r.OrderID, 10)
+		return l.T("family.waiting_one", map[string]any{"Amount": l.Money(r.Amount, r.Currency), "Order": r.OrderID})
 	}
 	var sum int64
 	for _, v := range waiting {
 		sum += v.Run.Amount
 	}
-	return countOf(len(waiting), "refund", "refunds") + ", " + store.FormatMoney(sum, waiting[0].Run.Currency) + " in all"
+	return countIn(l, "family.waiting_many", len(waiting), map[string]any{"Amount": l.Money(sum, waiting[0].Run.Currency)})
 }

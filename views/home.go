@@ -25,18 +25,29 @@ func ownRunsOrNone(l *store.OwnRuns) *store.OwnRuns {
 // RunRowID is the id of a run's row in the customer's list.
 func RunRowID(id uuid.UUID) string { return "run-row-" + id.String() }
 
-// refundOf names a run in a list: what, for which item, then its state.
-func refundOf(r store.RunListing) string {
+// refundOf names a run in a list, in l: what, for which item, then its
+// state.
+func refundOf(r store.RunListing, l Lang) string {
+	amount := l.Money(r.Amount, r.Currency)
 	if r.IsParent() {
-		return "Refunds of " + store.FormatMoney(r.Amount, r.Currency) + " in all for " + countOf(r.Children, "order", "orders") + " — "
+		return countIn(l, "home.refunds_of", r.Children, map[string]any{"Amount": amount})
 	}
-	return "Refund of " + store.FormatMoney(r.Amount, r.Currency) + " for " + r.Item + " — "
+	return l.T("home.refund_of", map[string]any{"Amount": amount, "Item": r.Item})
 }
 
-// orderOf is a listed run's order, or its orders' count for a request.
-func orderOf(r store.RunListing) string {
+// orderOf is a listed run's order, or its orders' count for a request, in l.
+func orderOf(r store.RunListing, l Lang) string {
 	if r.IsParent() {
-		return countOf(r.Children, "order", "orders")
+		return countIn(l, "list.orders", r.Children)
 	}
-	return "Order #" + strconv.FormatInt(r.OrderID, 10)
+	return l.T("family.order", map[string]any{"Order": r.OrderID})
+}
+
+// roleName is a role as the page names it, in l.
+func roleName(role string, l Lang) string {
+	switch role {
+	case store.RoleCustomer, store.RoleApprover, store.RoleSupport, store.RoleAdmin:
+		return l.T("home.role." + role)
+	}
+	return role
 }

@@ -214,7 +214,7 @@ func TestWords_OutcomeInTheViewersLanguage(t *testing.T) {
 	p := &store.Progress{Run: run, State: store.StateCompleted, Operations: []store.Operation{{State: store.OpSucceeded,
 		Amount: 29900, Currency: "CNY", ProviderRef: sql.NullString{String: "re_1", Valid: true}}}}
 	w := views.Words(p, views.Viewer{UserID: 7, Lang: zh})
-	if want := "已退款 " + store.FormatMoney(29900, "CNY") + "。"; w.Outcome != want {
+	if want := "已退款 299 元。"; w.Outcome != want {
 		t.Errorf("outcome in Chinese: %q, want %q", w.Outcome, want)
 	}
 	if want := "支付服务商已确认这笔退款（参考号 re_1）。款项将退回您的原支付方式。"; w.Detail != want {

@@ -28,23 +28,29 @@ type NavLink struct {
 	Href, Label string
 }
 
-// navFor lists the pages u's role works with; every page a role may open is
-// one click from any of its pages.
-func navFor(u *store.User) []NavLink {
+// navFor lists the pages u's role works with, in l; every page a role may
+// open is one click from any of its pages.
+func navFor(u *store.User, l Lang) []NavLink {
 	if u == nil {
 		return nil
 	}
+	var links []NavLink
 	switch u.Role {
 	case store.RoleCustomer:
-		return []NavLink{{"/", "Your refunds"}}
+		links = []NavLink{{"/", "home.nav.your_refunds"}}
 	case store.RoleApprover:
-		return []NavLink{{"/", "Approvals"}}
+		links = []NavLink{{"/", "home.nav.approvals"}}
 	case store.RoleSupport:
-		return []NavLink{{"/", "Home"}, {"/support/runs", "Search runs"}, {"/support/audit", "Audit log"}}
+		links = []NavLink{{"/", "home.nav.home"}, {"/support/runs", "home.nav.search"}, {"/support/audit", "home.nav.audit"}}
 	case store.RoleAdmin:
-		return []NavLink{{"/", "Home"}, {"/admin/users", "Users"}, {"/admin/webhooks", "Webhooks"}, {"/support/audit", "Audit log"}}
+		links = []NavLink{{"/", "home.nav.home"}, {"/admin/users", "home.nav.users"}, {"/admin/webhooks", "home.nav.webhooks"}, {"/support/audit", "home.nav.audit"}}
+	default:
+		links = []NavLink{{"/", "home.nav.home"}}
 	}
-	return []NavLink{{"/", "Home"}}
+	for i := range links {
+		links[i].Label = l.T(links[i].Label)
+	}
+	return links
 }
 
 // isCurrent says whether the page at path belongs under the link href: the

@@ -2,8 +2,6 @@ package views
 
 import (
 	"cmp"
-	"fmt"
-	"strconv"
 	"strings"
 	"time"
 
@@ -22,7 +20,8 @@ import (
 // the answers to approve and cancel (handlers/decide.go).
 
 // RunFinished is what the page says once the run has ended and its live
-// updates stopped, on the page that saw it end and on every reload.
+// updates stopped, on the page that saw it end and on every reload: the
+// English of "run.finished", which a page says in its viewer's language.
 const RunFinished = "The run has finished."
 
 // StatusOnly says why a viewer sees a run's status and outcome and not its
@@ -30,17 +29,20 @@ const RunFinished = "The run has finished."
 // cancel their own run while it goes on).
 func StatusOnly(viewer Viewer) string {
 	if viewer.Staff {
-		return "You can see this run's status and outcome only."
+		return viewer.Lang.T("run.status_only.staff")
 	}
-	return "Your access to refund histories has been withdrawn, so you see this run's status and outcome only. You can still cancel it while it goes on."
+	return viewer.Lang.T("run.status_only.customer")
 }
 
 // StepRestarted is the quiet note beside the narration when a step began
-// again (a worker died, a restart): what the agent said before is not shown.
+// again (a worker died, a restart): what the agent said before is not
+// shown. The English of "run.step_restarted".
 const StepRestarted = "The agent restarted this step."
 
 // Asking again for a request that ended without a refund (rule 19): the
-// button, the form's note, and the links both ways between the two runs.
+// button, the form's note, and the links both ways between the two runs,
+// in English ("run.ask_again", "run.ask_again_note", "run.asks_again_for",
+// "run.asked_again" in a viewer's language).
 const (
 	AskAgainLabel = "Ask again"
 	// AskAgainNote heads the start form when it asks again.
@@ -51,35 +53,47 @@ const (
 	AskedAgain   = "Asked again: "
 )
 
-// askAgainLabel is a request's "Ask again" button: a request partly
+// askAgainLabel is a request's "Ask again" button, in l: a request partly
 // refunded asks again for its refunds that were not made only.
-func askAgainLabel(notRefunded, children int) string {
+func askAgainLabel(notRefunded, children int, l Lang) string {
 	if notRefunded == children {
-		return AskAgainLabel
+		return l.T("run.ask_again")
 	}
-	return AskAgainLabel + " for the " + countOf(notRefunded, "order", "orders") + " not refunded"
+	return countIn(l, "run.ask_again_for", notRefunded)
 }
 
-// RequestOf names a run of a chain of asking again by when it was asked:
-// "the request of 3 Dec 2026, 14:05 UTC".
-func RequestOf(r store.RunListing) string {
-	return "the request of " + r.CreatedAt.UTC().Format("2 Jan 2006, 15:04 UTC")
+// RequestOf names a run of a chain of asking again by when it was asked,
+// in English (RequestOfIn).
+func RequestOf(r store.RunListing) string { return RequestOfIn(r, English) }
+
+// RequestOfIn names a run of a chain of asking again by when it was
+// asked, in l: "the request of 3 Dec 2026, 14:05 UTC".
+func RequestOfIn(r store.RunListing, l Lang) string {
+	return l.T("run.request_of", map[string]any{"When": l.Time(r.CreatedAt)})
 }
 
-// listEnd ends the i-th of n items of a sentence's list: ";" between
-// them, "." after the last.
-func listEnd(i, n int) string {
+// listEnd ends the i-th of n items of a sentence's list, in English
+// (listEndIn).
+func listEnd(i, n int) string { return listEndIn(i, n, English) }
+
+// listEndIn ends the i-th of n items of a sentence's list, in l: ";"
+// between them, "." after the last.
+func listEndIn(i, n int, l Lang) string {
 	if i == n-1 {
-		return "."
+		return l.T("list.end")
 	}
-	return ";"
+	return l.T("list.sep")
 }
 
-// endedAs is how a run that was asked again for ended, which it did for
-// good, so the words never go stale: " (Declined)".
-func endedAs(r store.RunListing) string {
-	status, _ := ListWords(r, English)
-	return " (" + status + ")"
+// endedAs is how a run that was asked again for ended, in English
+// (endedAsIn).
+func endedAs(r store.RunListing) string { return endedAsIn(r, English) }
+
+// endedAsIn is how a run that was asked again for ended, in l, which it
+// did for good, so the words never go stale: " (Declined)".
+func endedAsIn(r store.RunListing, l Lang) string {
+	status, _ := ListWords(r, l)
+	return l.T("run.ended_as", map[string]any{"Status": status})
 }
 
 // Tones of a status or a step: how it is coloured, never what it says.
@@ -111,7 +125,8 @@ type Said struct {
 	DecideBy time.Time
 	// Outcome is the headline of how the run ended, "" while it goes on;
 	// Answer the run's one final answer (store.FinalMessage, the API's
-	// final_message), the same for every viewer; Actor who ended it (or
+	// final_message) in the viewer's language (Progress.Answer), the same
+	// for every viewer of that language; Actor who ended it (or
 	// whose cancel came too late) and Reason the reason they gave, in the
 	// viewer's terms; Detail what it means for the viewer's money, beside
 	// the answer, never repeating or contradicting it.
@@ -130,16 +145,18 @@ type ProgressStep struct {
 	Here bool
 }
 
-// The sentence around a decision's deadline (Said.DecideBy).
+// The sentence around a decision's deadline (Said.DecideBy), in English
+// ("run.decide_by_lead", "run.decide_by_tail" in a viewer's language).
 const (
 	DecideByLead = "An approver may decide until "
 	DecideByTail = ". If nobody has by then, the system cancels the refund and nothing is refunded."
 )
 
-// deadlineText is a deadline as the server writes it (static/localtime.js
-// shows it again in the viewer's time zone). Minutes are cut, not
+// deadlineText is a deadline as the server writes it in English
+// (static/localtime.js shows it again in the viewer's time zone); a page
+// in its viewer's language writes Lang.Time. Minutes are cut, not
 // rounded: a page never gives longer than there is.
-func deadlineText(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
+func deadlineText(t time.Time) string { return English.Time(t) }
 
 // waitingForAgent is a run that no worker has taken up yet.
 const waitingForAgent = "status.created"
@@ -173,7 +190,7 @@ func Words(p *store.Progress, viewer Viewer) Said {
 		w.CancelGone = cancelGone(p, viewer)
 		return w
 	}
-	w.Ended = RunFinished
+	w.Ended = viewer.Lang.T("run.finished")
 	outcome(p, viewer, &w)
 	return w
 }
@@ -372,20 +389,20 @@ func cancelGone(p *store.Progress, viewer Viewer) string {
 // happened to the money; the other lines add only who acted, in the
 // viewer's terms, and the reason they gave.
 func outcome(p *store.Progress, viewer Viewer, w *Said) {
-	amount := store.FormatMoney(p.Run.Amount, p.Run.Currency)
+	l := viewer.Lang
+	amount := l.Money(p.Run.Amount, p.Run.Currency)
 	var ref, providerSaid string
 	recovered := false
 	for _, op := range p.Operations {
 		switch op.State {
 		case store.OpSucceeded:
-			amount, ref = store.FormatMoney(op.Amount, op.Currency), op.ProviderRef.String
+			amount, ref = l.Money(op.Amount, op.Currency), op.ProviderRef.String
 		case store.OpFailed:
 			providerSaid = op.LastError
 		}
 		recovered = recovered || op.Recovered
 	}
-	w.Answer = strings.TrimSpace(p.FinalMessage)
-	l := viewer.Lang
+	w.Answer = strings.TrimSpace(p.Answer(l.Tag.String()))
 	canceler := who(p, viewer, p.CanceledBy, l.T("who.someone"))
 	switch p.Outcome() {
 	case store.OutcomeCompleted, store.OutcomeCancelTooLate:
@@ -400,22 +417,22 @@ func outcome(p *store.Progress, viewer Viewer, w *Said) {
 		}
 		if p.Outcome() == store.OutcomeCancelTooLate {
 			w.Actor = l.T("outcome.too_late", map[string]any{"By": canceler})
-			w.Reason = decisionReason(p.CanceledBy)
+			w.Reason = decisionReason(p.CanceledBy, l)
 		}
 	case store.OutcomeCanceled:
 		w.Outcome = l.T("outcome.canceled_by", map[string]any{"By": canceler})
-		w.Reason = decisionReason(p.CanceledBy)
+		w.Reason = decisionReason(p.CanceledBy, l)
 		if p.Expiry != nil {
 			// Why, unless the final answer beside it says so already.
 			w.Outcome = l.T("outcome.canceled_system")
-			if why := expiredWhy(p.Expiry); !strings.Contains(w.Answer, why) {
-				w.Reason = why + "."
+			if why := expiredWhy(p.Expiry, l); !strings.Contains(w.Answer, why) {
+				w.Reason = l.T("reason.sentence", map[string]any{"Text": why})
 			}
 		}
 	case store.OutcomeDeclined:
 		w.Outcome = l.T("outcome.declined")
 		if !strings.Contains(w.Answer, strings.TrimSpace(providerSaid)) {
-			w.Reason = quoted("The payment provider said", providerSaid)
+			w.Reason = quoted("reason.provider_said", providerSaid, l)
 		}
 	default:
 		w.Outcome = l.T("outcome.not_refunded")
@@ -445,12 +462,12 @@ func possessive(p *store.Progress, viewer Viewer) string {
 }
 
 // decisionReason is the reason given with a decision, for every viewer of
-// its outcome: a customer whose refund an approver canceled reads why.
-func decisionReason(d *store.Decider) string {
+// its outcome, in l: a customer whose refund an approver canceled reads why.
+func decisionReason(d *store.Decider, l Lang) string {
 	if d == nil {
 		return ""
 	}
-	return quoted("Reason given", d.Reason)
+	return quoted("reason.given", d.Reason, l)
 }
 
 // approvalReason is an approver's reason for approving, which only staff
@@ -459,23 +476,28 @@ func approvalReason(d *store.Decider, viewer Viewer) string {
 	if !viewer.Staff {
 		return ""
 	}
-	return ReasonSuffix(d.Reason)
+	return ReasonSuffixIn(d.Reason, viewer.Lang)
 }
 
-// ReasonSuffix is a reason given with a decision as every line that
-// names one ends: `: “…”`, "" for none. The one place a reason is framed.
-func ReasonSuffix(reason string) string {
+// ReasonSuffix is ReasonSuffixIn in English.
+func ReasonSuffix(reason string) string { return ReasonSuffixIn(reason, English) }
+
+// ReasonSuffixIn is a reason given with a decision as every line that
+// names one ends, in l: `: “…”`, "" for none. The one place a reason is
+// framed.
+func ReasonSuffixIn(reason string, l Lang) string {
 	reason = strings.TrimSpace(reason)
 	if reason == "" {
 		return ""
 	}
-	return ": “" + reason + "”"
+	return l.T("reason.suffix", map[string]any{"Reason": reason})
 }
 
-// quoted is a reason as the page shows it, "" for none.
-func quoted(lead, s string) string {
-	if suffix := ReasonSuffix(s); suffix != "" {
-		return lead + suffix
+// quoted is a reason as the page shows it, led by key's words in l
+// ("Reason given: “…”"), "" for none.
+func quoted(key, s string, l Lang) string {
+	if s = strings.TrimSpace(s); s != "" {
+		return l.T(key, map[string]any{"Reason": s})
 	}
 	return ""
 }
@@ -516,15 +538,16 @@ func who(p *store.Progress, viewer Viewer, d *store.Decider, unknown string) str
 }
 
 // EventText describes a business event in words, naming who acted in the
-// viewer's terms.
+// viewer's terms and language.
 func (v *RunView) EventText(ev store.Event) string {
+	l := v.Viewer.Lang
 	switch ev.Type {
 	case store.EventApprovalGranted:
-		return "Approved by " + v.Who(store.DeciderOf(ev), "an approver") + v.reason(ev)
+		return l.T("event.approved_by", map[string]any{"By": v.Who(store.DeciderOf(ev), l.T("who.approver")), "Reason": v.reason(ev)})
 	case store.EventCancelRequested:
-		return "Cancel requested by " + v.Who(store.DeciderOf(ev), "someone") + v.reason(ev)
+		return l.T("event.cancel_requested_by", map[string]any{"By": v.Who(store.DeciderOf(ev), l.T("who.someone")), "Reason": v.reason(ev)})
 	}
-	return EventText(ev)
+	return EventTextIn(ev, l)
 }
 
 // reason is the reason given with a decision: a cancel's for everyone
@@ -535,142 +558,178 @@ func (v *RunView) reason(ev store.Event) string {
 	if d == nil || (ev.Type == store.EventApprovalGranted && !v.Viewer.Staff) {
 		return ""
 	}
-	return ReasonSuffix(d.Reason)
+	return ReasonSuffixIn(d.Reason, v.Viewer.Lang)
 }
 
-// EventText describes a business event in words, without who acted. The
-// store wrote every payload itself; one that does not decode reads as
-// empty fields, and the page still renders.
-func EventText(ev store.Event) string {
-	op, _ := store.OperationNewsOf(ev)
+// EventText is EventTextIn in English.
+func EventText(ev store.Event) string { return EventTextIn(ev, English) }
+
+// EventTextIn describes a business event in words, in l, without who
+// acted. The store wrote every payload itself; one that does not decode
+// reads as empty fields, and the page still renders.
+func EventTextIn(ev store.Event, l Lang) string {
+	if s, ok := requestEventText(ev, l); ok {
+		return s
+	}
+	if s, ok := operationEventText(ev, l); ok {
+		return s
+	}
 	switch ev.Type {
-	case store.EventRunCreated:
-		p, _ := store.PayloadOf[store.RunCreated](ev)
-		if len(p.Refunds) > 0 {
-			return fmt.Sprintf("Refunds of %s in all requested for %d orders", store.FormatMoney(p.Amount, p.Currency), len(p.Refunds))
-		}
-		return fmt.Sprintf("Refund of %s requested for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
-	case store.EventChildStarted:
-		p, _ := store.PayloadOf[store.ChildStarted](ev)
-		return fmt.Sprintf("Started the refund of %s for order #%d", store.FormatMoney(p.Amount, p.Currency), p.OrderID)
-	case store.EventChildFinished:
-		p, _ := store.PayloadOf[store.ChildFinished](ev)
-		// The child's own page's word for its ending (an event written
-		// before outcome was recorded reads by its state).
-		end := outcomeWord(cmp.Or(p.Outcome, store.EndedAs(p.State, false, false)), English)
-		if p.Refunded > 0 {
-			return fmt.Sprintf("The refund for order #%d ended: %s, %s", p.OrderID, end, store.FormatMoney(p.Refunded, p.Currency))
-		}
-		return fmt.Sprintf("The refund for order #%d ended: %s, nothing refunded", p.OrderID, end)
 	case store.EventRunPlanning:
-		return "The agent started looking at the request"
+		return l.T("event.planning")
 	case store.EventStepAttempt:
 		p, _ := store.PayloadOf[store.StepAttempt](ev)
 		if p.Attempt > 1 {
-			return fmt.Sprintf("The agent began %s again (attempt %d)", stepDoing(p.Step), p.Attempt)
+			return l.T("event.step_again", map[string]any{"Step": stepDoing(p.Step, l), "Attempt": p.Attempt})
 		}
-		return "The agent began " + stepDoing(p.Step)
-	case store.EventActionProposed:
-		p, _ := store.PayloadOf[store.ActionProposed](ev)
-		return fmt.Sprintf("Proposed: refund %s", store.FormatMoney(p.Amount, p.Currency))
+		return l.T("event.step", map[string]any{"Step": stepDoing(p.Step, l)})
 	case store.EventApprovalRequested:
 		if p, _ := store.PayloadOf[store.ApprovalRequested](ev); p.Deadline != nil {
-			return "Asked an approver to decide within " + store.FormatWindow(p.Deadline.Sub(ev.CreatedAt))
+			return l.T("event.approval_requested_within", map[string]any{"Window": l.Window(p.Deadline.Sub(ev.CreatedAt))})
 		}
-		return "Asked an approver for a decision"
+		return l.T("event.approval_requested")
 	case store.EventApprovalExpired:
 		p, _ := store.PayloadOf[store.ApprovalExpired](ev)
-		return expiredWhy(&p) + ": the system canceled the refund"
+		return l.T("event.approval_expired", map[string]any{"Why": expiredWhy(&p, l)})
 	case store.EventApprovalGranted:
 		if d := store.DeciderOf(ev); d != nil && d.System {
-			return "Approved by policy"
+			return l.T("event.approved_policy")
 		}
-		return "Approved"
+		return l.T("event.approved")
 	case store.EventCancelRequested:
-		return "Cancel requested"
+		return l.T("event.cancel_requested")
 	case store.EventCancelTooLate:
-		return "The cancel arrived too late: the refund had already reached the payment provider"
-	case store.EventOperationSubmitted:
-		return fmt.Sprintf("Refund of %s sent to the payment provider", store.FormatMoney(op.Amount, op.Currency))
-	case store.EventOperationSucceeded:
-		if op.Recovered {
-			return fmt.Sprintf("The payment provider had already made the refund of %s (reference %s): found there by the request's key after the database lost its record of it, and not made again",
-				store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
-		}
-		return fmt.Sprintf("The payment provider confirmed the refund of %s (reference %s)", store.FormatMoney(op.Amount, op.Currency), op.ProviderRef)
-	case store.EventOperationFailed:
-		if op.Recovered {
-			return fmt.Sprintf("The payment provider had already declined the refund of %s (%s): found there by the request's key after the database lost its record of it",
-				store.FormatMoney(op.Amount, op.Currency), op.Reason)
-		}
-		if op.Reason != "" {
-			return fmt.Sprintf("The payment provider did not refund %s: %s", store.FormatMoney(op.Amount, op.Currency), op.Reason)
-		}
-		return fmt.Sprintf("The payment provider did not refund %s", store.FormatMoney(op.Amount, op.Currency))
-	case store.EventOperationReconciling:
-		return "No answer from the payment provider: began verifying the result"
+		return l.T("event.cancel_too_late")
 	case store.EventMessageFinal:
-		return "Final answer written"
+		return l.T("event.final")
 	case store.EventRunCompleted:
-		return "Run completed"
+		return l.T("event.completed")
 	case store.EventRunFailed:
-		return "Run ended without a refund"
+		return l.T("event.failed")
 	case store.EventRunCanceled:
-		return "Run canceled"
+		return l.T("event.canceled")
 	}
 	return ev.Type
 }
 
-// expiredWhy is why the system canceled a run nobody decided in time.
-func expiredWhy(e *store.ApprovalExpired) string {
-	return "No approver decided within " + store.FormatWindow(e.Window())
+// requestEventText is the line of an event about what was asked for: a
+// run or request created, a request's refund started or ended, a refund
+// proposed; ok false for another event.
+func requestEventText(ev store.Event, l Lang) (string, bool) {
+	switch ev.Type {
+	case store.EventRunCreated:
+		p, _ := store.PayloadOf[store.RunCreated](ev)
+		if len(p.Refunds) > 0 {
+			return l.N("event.refunds_requested", len(p.Refunds), map[string]any{
+				"Amount": l.Money(p.Amount, p.Currency), "Count": len(p.Refunds)}), true
+		}
+		return l.T("event.refund_requested", map[string]any{"Amount": l.Money(p.Amount, p.Currency), "Order": p.OrderID}), true
+	case store.EventChildStarted:
+		p, _ := store.PayloadOf[store.ChildStarted](ev)
+		return l.T("event.child_started", map[string]any{"Amount": l.Money(p.Amount, p.Currency), "Order": p.OrderID}), true
+	case store.EventChildFinished:
+		p, _ := store.PayloadOf[store.ChildFinished](ev)
+		// The child's own page's word for its ending (an event written
+		// before outcome was recorded reads by its state).
+		data := map[string]any{"Order": p.OrderID, "End": outcomeWord(cmp.Or(p.Outcome, store.EndedAs(p.State, false, false)), l)}
+		if p.Refunded > 0 {
+			data["Amount"] = l.Money(p.Refunded, p.Currency)
+			return l.T("event.child_finished_refunded", data), true
+		}
+		return l.T("event.child_finished_nothing", data), true
+	case store.EventActionProposed:
+		p, _ := store.PayloadOf[store.ActionProposed](ev)
+		return l.T("event.proposed", map[string]any{"Amount": l.Money(p.Amount, p.Currency)}), true
+	}
+	return "", false
+}
+
+// operationEventText is the line of an event of the ledger: a refund sent
+// to the payment provider, and what became of it; ok false for another
+// event.
+func operationEventText(ev store.Event, l Lang) (string, bool) {
+	op, _ := store.OperationNewsOf(ev)
+	data := map[string]any{"Amount": l.Money(op.Amount, op.Currency), "Ref": op.ProviderRef, "Reason": op.Reason}
+	switch ev.Type {
+	case store.EventOperationSubmitted:
+		return l.T("event.op_submitted", data), true
+	case store.EventOperationSucceeded:
+		if op.Recovered {
+			return l.T("event.op_recovered", data), true
+		}
+		return l.T("event.op_succeeded", data), true
+	case store.EventOperationFailed:
+		switch {
+		case op.Recovered:
+			return l.T("event.op_failed_recovered", data), true
+		case op.Reason != "":
+			return l.T("event.op_failed_reason", data), true
+		}
+		return l.T("event.op_failed", data), true
+	case store.EventOperationReconciling:
+		return l.T("event.reconciling"), true
+	}
+	return "", false
+}
+
+// expiredWhy is why the system canceled a run nobody decided in time, in l.
+func expiredWhy(e *store.ApprovalExpired, l Lang) string {
+	return l.T("reason.expired", map[string]any{"Window": l.Window(e.Window())})
 }
 
 // narrationStretch names a stretch of n narration pieces in support's
-// timeline.
-func narrationStretch(n int) string {
-	if n == 1 {
-		return "Narration, 1 piece"
-	}
-	return "Narration, " + strconv.Itoa(n) + " pieces"
-}
+// timeline, in English (narrationStretchIn).
+func narrationStretch(n int) string { return narrationStretchIn(n, English) }
 
-// stepDoing is a narrating step as the history names it.
-func stepDoing(step string) string {
+// narrationStretchIn names a stretch of n narration pieces in support's
+// timeline, in l.
+func narrationStretchIn(n int, l Lang) string { return l.N("event.narration_stretch", n) }
+
+// stepDoing is a narrating step as the history names it, in l.
+func stepDoing(step string, l Lang) string {
 	switch step {
 	case store.StatePlanning:
-		return "checking the order"
+		return l.T("event.doing.planning")
 	case store.StateSubmitting:
-		return "sending the refund to the payment provider"
+		return l.T("event.doing.submitting")
 	}
-	return "a step"
+	return l.T("event.doing.other")
 }
 
-// Elapsed is how long a step has waited, as the step timer shows it
+// Elapsed is how long a step has waited, in l, as the step timer shows it
 // (static/live.js counts on in the browser the same way).
-func Elapsed(d time.Duration) string {
+func Elapsed(d time.Duration, l Lang) string {
 	s := int64(max(d, 0) / time.Second)
 	switch {
 	case s < 60:
-		return strconv.FormatInt(s, 10) + " s"
+		return l.T("elapsed.s", map[string]any{"S": s})
 	case s < 3600:
-		return strconv.FormatInt(s/60, 10) + " min " + strconv.FormatInt(s%60, 10) + " s"
+		return l.T("elapsed.m", map[string]any{"M": s / 60, "S": s % 60})
 	}
-	return strconv.FormatInt(s/3600, 10) + " h " + strconv.FormatInt(s%3600/60, 10) + " min"
+	return l.T("elapsed.h", map[string]any{"H": s / 3600, "M": s % 3600 / 60})
 }
 
-// operationLabel is how a ledger state reads: submitted is not succeeded,
-// and an unknown outcome is being verified, never "failed".
-func operationLabel(state string) string {
+// operationLabel is operationLabelIn in English.
+func operationLabel(state string) string { return operationLabelIn(state, English) }
+
+// operationLabelIn is how a ledger state reads, in l: submitted is not
+// succeeded, and an unknown outcome is being verified, never "failed".
+func operationLabelIn(state string, l Lang) string {
 	switch state {
-	case store.OpSubmitted:
-		return "sent to the payment provider, not yet confirmed"
-	case store.OpSucceeded:
-		return "confirmed by the payment provider"
-	case store.OpFailed:
-		return "not refunded"
-	case store.OpReconciling:
-		return "verifying the result with the payment provider"
+	case store.OpSubmitted, store.OpSucceeded, store.OpFailed, store.OpReconciling:
+		return l.T("event.op_state." + state)
 	}
 	return state
+}
+
+// countIn is n things in l by key's plural forms, which may say n as a
+// number (.Count) or, in English, in words (.Words: "one", "three").
+func countIn(l Lang, key string, n int, data ...map[string]any) string {
+	d := map[string]any{"Count": n, "Words": numberWord(n)}
+	for _, m := range data {
+		for k, v := range m {
+			d[k] = v
+		}
+	}
+	return l.N(key, n, d)
 }
