@@ -373,7 +373,7 @@ func TestHomePage_NoEnglishInChinese(t *testing.T) {
 	customer := renderIn(t, zh, views.HomePage(&store.User{Name: "李雷", Role: store.RoleCustomer},
 		views.Home{Orders: orders, Runs: &store.OwnRuns{Runs: []store.RunListing{one, many}}}))
 	wantNoEnglish(t, "a customer's home", customer, english)
-	if got := strings.Join(strings.Fields(customer.Find("#run-row-" + one.ID.String() + " a").Text()), " "); got != "运动鞋 退款 299 元 — 等待审批人审批" {
+	if got := strings.Join(strings.Fields(customer.Find("#run-row-"+one.ID.String()+" a").Text()), " "); got != "运动鞋 退款 299 元 — 等待审批人审批" {
 		t.Errorf("a run's row in Chinese: %q", got)
 	}
 	for _, role := range []string{store.RoleSupport, store.RoleAdmin} {
