@@ -2,6 +2,7 @@ package views
 
 import (
 	"context"
+	"encoding/json"
 	"strings"
 
 	"github.com/a-h/templ"
@@ -68,4 +69,20 @@ func ariaCurrent(ctx context.Context, href string) templ.Attributes {
 		return templ.Attributes{"aria-current": "page"}
 	}
 	return nil
+}
+
+// liveWords are the words static/live.js writes on a page, in l, as a
+// JSON object (the body's data-live-words): the live indicator, the note
+// on decisions held while the page is not live, the announcer's status,
+// and the step timer's units ("{s}", "{m}", "{h}" stand for the numbers).
+func liveWords(l Lang) string {
+	words := map[string]string{"elapsed.s": l.T("elapsed.s", map[string]any{"S": "{s}"}),
+		"elapsed.m": l.T("elapsed.m", map[string]any{"M": "{m}", "S": "{s}"}),
+		"elapsed.h": l.T("elapsed.h", map[string]any{"H": "{h}", "M": "{m}"})}
+	for _, k := range []string{"connecting", "reconnecting", "final", "live", "not_live", "held_reconnecting", "held_closed",
+		"status", "decided_elsewhere", "no_longer_waits", "reason_not_sent"} {
+		words[k] = l.T("banner." + k)
+	}
+	b, _ := json.Marshal(words) // strings only: it cannot fail
+	return string(b)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"database/sql"
+	"encoding/json"
 	"io/fs"
 	"regexp"
 	"strings"
@@ -165,6 +166,20 @@ func TestBanners_InChinese(t *testing.T) {
 		if got := strings.TrimSpace(renderIn(t, views.English, c.c).Text()); got != c.en {
 			t.Errorf("in English: %q, want %q", got, c.en)
 		}
+	}
+}
+
+// TestLiveWords_InChinese: the words static/live.js writes come with the
+// page, in its language.
+func TestLiveWords_InChinese(t *testing.T) {
+	t.Parallel()
+	doc := renderIn(t, zh, views.HomePage(&store.User{Name: "李雷", Role: store.RoleCustomer}, views.Home{}))
+	words := map[string]string{}
+	if err := json.Unmarshal([]byte(doc.Find("body").AttrOr("data-live-words", "")), &words); err != nil {
+		t.Fatal(err)
+	}
+	if words["live"] != "实时更新中" || words["elapsed.m"] != "{m} 分 {s} 秒" || words["reconnecting"] != "正在重新连接…" {
+		t.Errorf("live words in Chinese: %v", words)
 	}
 }
 
