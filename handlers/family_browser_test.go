@@ -18,6 +18,7 @@ import (
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // TestBrowser_FamilyPageGoesLive opens a three-refund request's page in
@@ -79,7 +80,7 @@ func TestBrowser_FamilyPageGoesLive(t *testing.T) {
 	}
 	wait("the cancel's answer", `document.querySelector('#decision-result').textContent === 'You asked to cancel this request and each of its refunds not yet ended.'`)
 	wait("the card's pending cancel", `document.querySelector('#child-3 .child-pending')?.textContent.startsWith('Cancel requested by you')`)
-	b.finish(&fam.Children[2], store.StateCanceled, "Canceled. No refund was made and no money moved.")
+	b.finish(&fam.Children[2], store.StateCanceled, views.Answers{}.Canceled(false))
 	wait("the cancel", outcomeIs("Refunded €1.50 of €5.00: one order refunded, one declined by the payment provider, one canceled by you."))
 	wait("the cards", `[...document.querySelectorAll('.child')].map(c => c.dataset.outcome).join() === 'completed,declined,canceled'`)
 	wait("the stream's end", `document.querySelector('#stream-indicator').dataset.state === 'closed' && document.querySelector('#run-state').textContent === 'Partly refunded (1 of 3)'`)

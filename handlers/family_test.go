@@ -18,6 +18,7 @@ import (
 	"github.com/refundd/refundd/handlers/stream"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // familyAmounts are a request's refunds as issue 22 words its outcome:
@@ -66,14 +67,14 @@ func (b *endingBuilder) childDeclined(run *store.Run) {
 	b.checked(run)
 	op := b.sent(run)
 	b.record(op, store.Outcome{State: store.OpFailed, Reason: "declined by the card issuer"})
-	b.finish(run, store.StateFailed, "The payment provider did not refund it. No money moved.")
+	b.finish(run, store.StateFailed, store.Say("The payment provider did not refund it. No money moved."))
 }
 
 func (b *endingBuilder) childCanceled(run *store.Run) {
 	b.checked(run)
 	b.awaiting(run)
 	b.cancel(run, "customer@example.com", "")
-	b.finish(run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
+	b.finish(run, store.StateCanceled, views.Answers{}.Canceled(false))
 }
 
 // TestFamilyPage_WordsFromTheChildren: the request's page says how it

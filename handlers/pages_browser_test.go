@@ -3,12 +3,14 @@ package handlers_test
 import (
 	"context"
 	"fmt"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
@@ -16,6 +18,7 @@ import (
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // Widths every page must fit: a small phone and a laptop.
@@ -46,12 +49,33 @@ type shownPage struct {
 // 360 and 1280 px wide and fails if one scrolls sideways (wide tables must
 // scroll inside their own box), lacks the skip link, or marks the wrong
 // navigation link as current; support's run page, a long one too, must show
-// its timeline whole, with no scrolling inside its box. With SCREENSHOTS=1 it also writes a picture
-// of each page to docs/screenshots/.
+// its timeline whole, with no scrolling inside its box. It does so in
+// English and in Chinese (each user's saved choice, a visitor's cookie),
+// where a page must also show no English word of the words table. With
+// SCREENSHOTS=1 it also writes a picture of each page to
+// docs/screenshots/ ([zh-CN-]<page>-<width>.png).
 func TestBrowser_EveryPageFits(t *testing.T) {
 	t.Parallel()
+	for _, lang := range []string{"en", "zh-CN"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			everyPageFits(t, lang)
+		})
+	}
+}
+
+func everyPageFits(t *testing.T, lang string) {
 	a := newApp(t, handlers.Config{DemoLogins: true})
 	runs := a.showcase(t)
+	prefix := ""
+	if lang != "en" {
+		prefix = lang + "-"
+		for _, email := range []string{"customer@example.com", "approver@example.com", "support@example.com", "admin@example.com"} {
+			if err := a.store.SetLanguage(context.Background(), a.user(t, email).ID, lang); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
 	roles := []struct {
 		name, email string // email "" is a visitor
 		pages       []shownPage
@@ -89,10 +113,19 @@ func TestBrowser_EveryPageFits(t *testing.T) {
 				if err := browsertest.Login(ctx, a.srv.URL, role.email, devdb.DemoPassword); err != nil {
 					t.Fatal(err)
 				}
+			} else if lang != "en" {
+				u, _ := url.Parse(a.srv.URL)
+				if err := chromedp.Do(ctx, network.SetCookie("lang", lang).WithDomain(u.Hostname()).WithPath("/")); err != nil {
+					t.Fatal(err)
+				}
 			}
 			for _, p := range role.pages {
+				p.name = prefix + p.name
 				for _, w := range pageWidths {
 					checkPage(t, ctx, a.srv.URL, p, w)
+					if lang != "en" {
+						wantNoEnglish(t, ctx, p.name)
+					}
 				}
 			}
 		})
@@ -259,13 +292,13 @@ func (a *app) showcase(t *testing.T) showcaseRuns {
 	must(err)
 	_, err = a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_7Hc2Qx"})
 	must(err)
-	_, err = a.store.FinishRun(ctx, done.ID, store.StateCompleted, store.Say("Your refund of €129.99 for the trail running shoes is confirmed by the payment provider (reference re_7Hc2Qx)."))
+	_, err = a.store.FinishRun(ctx, done.ID, store.StateCompleted, views.Answers{}.Refunded(done.Amount, done.Currency, "re_7Hc2Qx", false))
 	must(err)
 
 	canceled := start("customer@example.com", "Rain jacket", 2000, "Wrong size.")
 	_, err = a.store.RequestCancel(store.WithActor(ctx, store.Actor{UserID: customer.ID, IP: "127.0.0.1"}), canceled.ID, customer.ID)
 	must(err)
-	_, err = a.store.FinishRun(ctx, canceled.ID, store.StateCanceled, store.Say("Canceled before anything was sent to the payment provider."))
+	_, err = a.store.FinishRun(ctx, canceled.ID, store.StateCanceled, views.Answers{}.Canceled(false))
 	must(err)
 
 	waiting := start("customer2@example.com", "Espresso machine", 34900, "It arrived with a cracked water tank.")
@@ -337,7 +370,7 @@ func (a *app) longRun(t *testing.T) *store.Run {
 	must(a.store.EndProviderCall(ctx, call, 200, 80*time.Millisecond, "succeeded, reference re_9Lm3Vt0QbX8kPq2Zr"))
 	_, err = a.store.RecordOutcome(ctx, op.ID, store.Outcome{State: store.OpSucceeded, ProviderRef: "re_9Lm3Vt0QbX8kPq2Zr"})
 	must(err)
-	_, err = a.store.FinishRun(ctx, run.ID, store.StateCompleted, store.Say("Refunded "+store.FormatMoney(run.Amount, run.Currency)+" to the original payment method. The payment provider's reference is re_9Lm3Vt0QbX8kPq2Zr."))
+	_, err = a.store.FinishRun(ctx, run.ID, store.StateCompleted, views.Answers{}.Refunded(run.Amount, run.Currency, "re_9Lm3Vt0QbX8kPq2Zr", false))
 	must(err)
 	return run
 }

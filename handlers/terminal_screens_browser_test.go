@@ -13,6 +13,7 @@ import (
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // ending is one way a run ends, built through the store as the executor
@@ -35,14 +36,32 @@ var endings = []ending{
 }
 
 // TestBrowser_EveryEndingFits opens the page of every ending as the
-// customer, an approver and support, in Chromium, and fails if one scrolls
-// sideways or lacks the skip link. With SCREENSHOTS=1 it writes each to
-// docs/screenshots/ as run-<ending>-<role>-<width>.png: the customer's at
-// 360 and 1280 px, staff's at 1280.
+// customer, an approver and support, in Chromium, in English and in
+// Chinese, and fails if one scrolls sideways or lacks the skip link, or if
+// a Chinese page shows English words of the words table. With
+// SCREENSHOTS=1 it writes each to docs/screenshots/ as
+// [zh-CN-]run-<ending>-<role>-<width>.png: the customer's at 360 and
+// 1280 px, staff's at 1280.
 func TestBrowser_EveryEndingFits(t *testing.T) {
 	t.Parallel()
+	for _, lang := range []string{"en", "zh-CN"} {
+		t.Run(lang, func(t *testing.T) {
+			t.Parallel()
+			everyEndingFits(t, lang)
+		})
+	}
+}
+
+func everyEndingFits(t *testing.T, lang string) {
 	a := newApp(t, handlers.Config{DemoLogins: true})
-	b := &endingBuilder{t: t, a: a, ctx: context.Background()}
+	b := &endingBuilder{t: t, a: a, ctx: context.Background(), lang: lang}
+	prefix := ""
+	if lang != "en" {
+		prefix = lang + "-"
+		for _, email := range []string{"customer@example.com", "approver@example.com", "support@example.com"} {
+			b.must(a.store.SetLanguage(b.ctx, a.user(t, email).ID, lang))
+		}
+	}
 	runs := make([]*store.Run, len(endings))
 	asked := make([]bool, len(endings)) // an approver sees only runs that asked for one
 	for i, e := range endings {
@@ -74,9 +93,12 @@ func TestBrowser_EveryEndingFits(t *testing.T) {
 					continue
 				}
 				path, ready, nav := role.page(runs[i].ID)
-				p := shownPage{name: fmt.Sprintf("run-%s-%s", e.name, role.name), path: path, ready: ready, nav: nav}
+				p := shownPage{name: fmt.Sprintf("%srun-%s-%s", prefix, e.name, role.name), path: path, ready: ready, nav: nav}
 				for _, w := range role.widths {
 					checkPage(t, ctx, a.srv.URL, p, w)
+					if lang != "en" {
+						wantNoEnglish(t, ctx, p.name)
+					}
 				}
 			}
 		})
@@ -90,9 +112,15 @@ func runPageOf(id uuid.UUID) (path, ready, nav string) {
 
 // endingBuilder walks runs of the demo customer through the store.
 type endingBuilder struct {
-	t   *testing.T
-	a   *app
-	ctx context.Context
+	t    *testing.T
+	a    *app
+	ctx  context.Context
+	lang string // the customer's: the agent narrates in it
+}
+
+// speak is the built-in narrator's line key in the customer's language.
+func (b *endingBuilder) speak(key string, data map[string]any) string {
+	return views.Answers{}.Say(b.lang, key, data)
 }
 
 func (b *endingBuilder) must(err error) {
@@ -119,8 +147,10 @@ func (b *endingBuilder) planned(item string, amount int64, reason string) *store
 	_, err = b.a.store.Transition(b.ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
 	b.must(err)
 	b.attempt(run, "planning")
-	b.say(run, fmt.Sprintf("I'm looking at the %s order. The request is for %s back because: “%s”. ",
-		item, store.FormatMoney(amount, run.Currency), strings.TrimRight(reason, ".")))
+	o := b.a.order(b.t, "customer@example.com", item)
+	money := views.Answers{}.Money
+	b.say(run, b.speak("narration.planning", map[string]any{"Order": o.ID, "Description": item, "Paid": money(b.lang, o.Amount, o.Currency),
+		"Amount": money(b.lang, amount, run.Currency), "Reason": strings.TrimRight(reason, ".")})+b.speak("narration.refundable", nil))
 	return run
 }
 
@@ -141,7 +171,7 @@ func (b *endingBuilder) say(run *store.Run, text string) {
 // awaiting asks an approver to decide on run.
 func (b *endingBuilder) awaiting(run *store.Run) {
 	b.t.Helper()
-	b.say(run, "Refunds need an approver's OK, so I am asking for one now. ")
+	b.say(run, b.speak("narration.needs_ok", nil))
 	_, err := b.a.store.RequestApproval(b.ctx, run.ID, store.ActionProposed{Action: "refund", OrderID: run.OrderID,
 		Amount: run.Amount, Currency: run.Currency})
 	b.must(err)
@@ -157,7 +187,7 @@ func (b *endingBuilder) sent(run *store.Run) *store.Operation {
 	op, err := b.a.store.SubmitOperation(b.ctx, run.ID)
 	b.must(err)
 	b.attempt(run, "submitting")
-	b.say(run, "Approved. I'm asking the payment provider to refund "+store.FormatMoney(op.Amount, op.Currency)+". ")
+	b.say(run, b.speak("narration.submitting", map[string]any{"Amount": views.Answers{}.Money(b.lang, op.Amount, op.Currency)}))
 	return op
 }
 
@@ -167,9 +197,11 @@ func (b *endingBuilder) record(op *store.Operation, out store.Outcome) {
 	b.must(err)
 }
 
-func (b *endingBuilder) finish(run *store.Run, state, msg string, extra ...store.NewEvent) {
+// finish ends run with msg, an answer of the words table (views.Answers)
+// as the executor words it, in every language.
+func (b *endingBuilder) finish(run *store.Run, state string, msg store.Answer, extra ...store.NewEvent) {
 	b.t.Helper()
-	_, err := b.a.store.FinishRun(b.ctx, run.ID, state, store.Say(msg), extra...)
+	_, err := b.a.store.FinishRun(b.ctx, run.ID, state, msg, extra...)
 	b.must(err)
 }
 
@@ -183,8 +215,7 @@ func (b *endingBuilder) cancel(run *store.Run, email, reason string) {
 func (b *endingBuilder) refunded(run *store.Run, op *store.Operation, ref string, extra ...store.NewEvent) {
 	b.t.Helper()
 	b.record(op, store.Outcome{State: store.OpSucceeded, ProviderRef: ref})
-	b.finish(run, store.StateCompleted, fmt.Sprintf("Refunded %s to the original payment method. The payment provider's reference is %s.",
-		store.FormatMoney(op.Amount, op.Currency), ref), extra...)
+	b.finish(run, store.StateCompleted, views.Answers{}.Refunded(op.Amount, op.Currency, ref, len(extra) > 0), extra...)
 }
 
 func (b *endingBuilder) completed() *store.Run {
@@ -197,7 +228,7 @@ func (b *endingBuilder) declined() *store.Run {
 	run := b.planned("Rain jacket", 8950, "The zip broke on the first day.")
 	op := b.sent(run)
 	b.record(op, store.Outcome{State: store.OpFailed, Reason: "declined by the card issuer"})
-	b.finish(run, store.StateFailed, "The payment provider did not refund €89.50 (declined by the card issuer). No money moved.")
+	b.finish(run, store.StateFailed, views.Answers{}.Declined(op.Amount, op.Currency, "declined by the card issuer"))
 	return run
 }
 
@@ -205,7 +236,7 @@ func (b *endingBuilder) canceledByCustomer() *store.Run {
 	run := b.planned("Rain jacket", 2000, "Wrong size.")
 	b.awaiting(run)
 	b.cancel(run, "customer@example.com", "")
-	b.finish(run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
+	b.finish(run, store.StateCanceled, views.Answers{}.Canceled(false))
 	return run
 }
 
@@ -213,7 +244,7 @@ func (b *endingBuilder) canceledByApprover() *store.Run {
 	run := b.planned("Water bottle", 1599, "It leaks.")
 	b.awaiting(run)
 	b.cancel(run, "approver@example.com", "The order was already refunded by bank transfer on 28 November.")
-	b.finish(run, store.StateCanceled, "Canceled. No refund was made and no money moved.")
+	b.finish(run, store.StateCanceled, views.Answers{}.Canceled(false))
 	return run
 }
 
@@ -228,7 +259,7 @@ func (b *endingBuilder) canceledTooLate() *store.Run {
 
 func (b *endingBuilder) failed() *store.Run {
 	run := b.planned("Trail running shoes", 2500, "Changed my mind.")
-	b.finish(run, store.StateFailed, "Refunds above €20.00 need a person: support decides them, not the agent. Nothing was refunded.")
+	b.finish(run, store.StateFailed, views.Answers{}.OverLimit(2000, run.Currency))
 	return run
 }
 
@@ -249,7 +280,7 @@ func (b *endingBuilder) restartedThenCompleted() *store.Run {
 	_, err := b.a.db.ExecContext(b.ctx, `UPDATE runs SET seq_epoch = 'epoch' WHERE id = $1`, run.ID)
 	b.must(err)
 	b.attempt(run, "planning")
-	b.say(run, "Fresh start. I'm looking at the order again. ")
+	b.say(run, b.speak("narration.refundable", nil))
 	b.refunded(run, b.sent(run), "re_5Qw1Er")
 	return run
 }
