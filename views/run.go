@@ -184,3 +184,17 @@ const NarrationAnnounceEvery = 8000
 func StreamURL(runID uuid.UUID, after int64) string {
 	return "/runs/" + runID.String() + "/events?after=" + strconv.FormatInt(after, 10)
 }
+
+// finishedIn is a stream's closing message in l when it is one of the
+// finished lines words.go and family.go know (RunFinished,
+// RequestFinished), whichever handler sends it; other messages come
+// worded by their sender.
+func finishedIn(l Lang, message string) string {
+	switch message {
+	case RunFinished:
+		return l.T("run.finished")
+	case RequestFinished:
+		return l.T("family.finished")
+	}
+	return message
+}

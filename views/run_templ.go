@@ -2586,8 +2586,8 @@ func StreamReset(v *RunView, banner bool) templ.Component {
 	})
 }
 
-// StreamClose says why the stream ends; denied also takes the run off the
-// page.
+// StreamClose says why the stream ends, the finished lines in the page's
+// language (finishedIn); denied also takes the run off the page.
 func StreamClose(message string, denied bool) templ.Component {
 	return templruntime.GeneratedTemplate(func(templ_7745c5c3_Input templruntime.GeneratedComponentInput) (templ_7745c5c3_Err error) {
 		templ_7745c5c3_W, ctx := templ_7745c5c3_Input.Writer, templ_7745c5c3_Input.Context
@@ -2611,9 +2611,9 @@ func StreamClose(message string, denied bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 			var templ_7745c5c3_Var120 string
-			templ_7745c5c3_Var120, templ_7745c5c3_Err = templ.JoinStringErrs(message)
+			templ_7745c5c3_Var120, templ_7745c5c3_Err = templ.JoinStringErrs(finishedIn(LangFrom(ctx), message))
 			if templ_7745c5c3_Err != nil {
-				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 344, Col: 44}
+				return templ.Error{Err: templ_7745c5c3_Err, FileName: `views/run.templ`, Line: 344, Col: 71}
 			}
 			_, templ_7745c5c3_Err = templ_7745c5c3_Buffer.WriteString(templ.EscapeString(templ_7745c5c3_Var120))
 			if templ_7745c5c3_Err != nil {
@@ -2624,7 +2624,7 @@ func StreamClose(message string, denied bool) templ.Component {
 				return templ_7745c5c3_Err
 			}
 		}
-		templ_7745c5c3_Err = StreamEnd(message, oob).Render(ctx, templ_7745c5c3_Buffer)
+		templ_7745c5c3_Err = StreamEnd(finishedIn(LangFrom(ctx), message), oob).Render(ctx, templ_7745c5c3_Buffer)
 		if templ_7745c5c3_Err != nil {
 			return templ_7745c5c3_Err
 		}

@@ -159,6 +159,8 @@ func TestBanners_InChinese(t *testing.T) {
 	}{
 		{views.ResetBanner(true, nil), "您离线期间，这笔退款仍在继续处理。以下是它目前的状态。", "The run continued while you were offline. This is where it stands now."},
 		{views.StreamRestarting(), "正在重新连接…", "Reconnecting…"},
+		{views.StreamClose(views.RunFinished, false), "这笔退款已处理完毕。", "The run has finished."},
+		{views.StreamClose(views.RequestFinished, false), "这个申请已处理完毕：所有退款均已结束。", "The request has finished: every refund has ended."},
 	} {
 		if got := strings.TrimSpace(renderIn(t, zh, c.c).Text()); got != c.zh {
 			t.Errorf("in Chinese: %q, want %q", got, c.zh)
