@@ -12,14 +12,13 @@ import (
 	"github.com/refundd/refundd/store"
 )
 
-// AuditLine is an audit entry as a sentence: who, what, to whom. The
-// subject links to its page when the viewer may open it.
+// AuditLine is an audit entry as a sentence: who, what, to whom, in the
+// order of the viewer's language. Its segments tagged "actor" and
+// "subject" are who acted and what it was about; the subject links to its
+// page when the viewer may open it.
 type AuditLine struct {
-	Actor       string
-	Verb        string // between the actor and the subject
-	Subject     string
+	Parts       []segment
 	SubjectHref string
-	Rest        string // after the subject, up to the full stop
 }
 
 // auditDetails are the details fields the sentences use.
@@ -35,124 +34,94 @@ type auditDetails struct {
 	Email  string `json:"email"`
 }
 
-// auditActionWords names each audit action in the filter.
-var auditActionWords = map[string]string{
-	store.AuditLogin:              "Logins",
-	store.AuditLoginFailed:        "Failed logins",
-	store.AuditGrantAdded:         "Permissions given",
-	store.AuditGrantRemoved:       "Permissions taken away",
-	store.AuditRoleChanged:        "Role changes",
-	store.AuditUserDisabled:       "Accounts disabled",
-	store.AuditUserEnabled:        "Accounts enabled",
-	store.AuditTokenCreated:       "API tokens made",
-	store.AuditTokenRevoked:       "API tokens revoked",
-	store.AuditRunApproved:        "Refunds approved",
-	store.AuditRunCancelRequested: "Cancels asked for",
-	store.AuditWebhookCreated:     "Webhook endpoints added",
-	store.AuditWebhookDeleted:     "Webhook endpoints deleted",
-	store.AuditWebhookRotated:     "Webhook secrets rotated",
-	store.AuditWebhookDisabled:    "Webhook endpoints disabled",
-	store.AuditWebhookEnabled:     "Webhook endpoints enabled",
-	store.AuditWebhookResent:      "Webhook deliveries sent again",
-}
-
-// GrantWords says what a grant lets its holder do.
-func GrantWords(grant string) string {
-	if grant == store.GrantRefundAccess {
-		return "permission to request refunds"
+// auditActionWords names an audit action in the filter, in l.
+func auditActionWords(l Lang, action string) string {
+	if key := "audit.action." + action; l.has(key) {
+		return l.T(key)
 	}
-	return "the " + strings.ReplaceAll(grant, "_", " ") + " grant"
+	return action
 }
 
-// auditWords turns e into a sentence for viewer.
-func auditWords(e store.AuditEntry, viewer *store.User) AuditLine {
+// GrantWords says in English what a grant lets its holder do
+// (GrantWordsIn).
+func GrantWords(grant string) string { return GrantWordsIn(English, grant) }
+
+// GrantWordsIn says what a grant lets its holder do, in l.
+func GrantWordsIn(l Lang, grant string) string {
+	if key := "admin.grant." + grant; l.has(key) {
+		return l.T(key)
+	}
+	return l.T("admin.grant.other", map[string]any{"Grant": strings.ReplaceAll(grant, "_", " ")})
+}
+
+// auditWords turns e into a sentence for viewer, in l.
+func auditWords(l Lang, e store.AuditEntry, viewer *store.User) AuditLine {
 	var d auditDetails
 	_ = json.Unmarshal(e.Details, &d) // the store wrote it; unreadable reads as empty
-	l := AuditLine{Actor: "Someone not signed in"}
+	actor := l.T("audit.nobody")
 	if e.ActorName.Valid {
-		l.Actor = e.ActorName.String + " (" + e.ActorRole.String + ")"
+		actor = l.T("audit.person", map[string]any{"Name": e.ActorName.String, "Role": roleWords(l, e.ActorRole.String)})
 	}
-	l.Subject, l.SubjectHref = auditSubject(e, viewer)
+	subject, href := auditSubject(l, e, viewer)
+	data := map[string]any{"Actor": actor, "Grant": GrantWordsIn(l, d.Grant), "Name": d.Name,
+		"From": roleWords(l, d.From), "To": roleWords(l, d.To), "Said": givenReason(l, d.Reason)}
+	key := "audit.line." + e.Action
 	switch e.Action {
 	case store.AuditLogin:
-		l.Verb, l.Subject, l.SubjectHref = "logged in", "", ""
+		subject, href = "", ""
 	case store.AuditLoginFailed:
-		l.Actor, l.Verb = "A login", "as"
-		if l.Subject == "" {
-			l.Subject = cmp.Or(d.Email, "an unknown email")
+		if subject == "" {
+			subject = cmp.Or(d.Email, l.T("audit.unknown_email"))
 		}
-		l.Rest = " failed"
 		if d.Reason != "" {
-			l.Rest += " (" + d.Reason + ")"
+			data["Why"] = l.T("audit.why", map[string]any{"Reason": loginReason(l, d.Reason)})
 		}
-	case store.AuditGrantAdded:
-		l.Verb, l.Rest = "gave", " "+GrantWords(d.Grant)
-	case store.AuditGrantRemoved:
-		l.Verb = "took away " + GrantWords(d.Grant) + " from"
-	case store.AuditRoleChanged:
-		l.Verb, l.Rest = "changed the role of", " from "+d.From+" to "+d.To
-	case store.AuditUserDisabled:
-		l.Verb = "disabled the account of"
-	case store.AuditUserEnabled:
-		l.Verb = "enabled again the account of"
-	case store.AuditTokenCreated:
-		l.Verb, l.Rest = "made an API token for", " named “"+d.Name+"”"
-	case store.AuditTokenRevoked:
-		l.Verb, l.Rest = "revoked the API token of", " named “"+d.Name+"”"
-	case store.AuditRunApproved:
-		l.Verb, l.Rest = "approved the refund of", givenReason(d.Reason)
-	case store.AuditRunCancelRequested:
-		l.Verb, l.Rest = "asked to cancel", givenReason(d.Reason)
 	case store.AuditWebhookCreated, store.AuditWebhookDeleted, store.AuditWebhookRotated,
 		store.AuditWebhookDisabled, store.AuditWebhookEnabled, store.AuditWebhookResent:
-		l.Verb, l.Subject, l.Rest = webhookAuditWords(e.Action, d)
-		l.SubjectHref = ""
-	default:
-		l.Verb = e.Action
-	}
-	return l
-}
-
-// webhookAuditWords are the verb, subject and rest of a change to a
-// webhook endpoint: the endpoint is named by its URL.
-func webhookAuditWords(action string, d auditDetails) (verb, subject, rest string) {
-	subject = cmp.Or(d.URL, "a webhook endpoint")
-	switch action {
-	case store.AuditWebhookCreated:
-		return "added the webhook endpoint", subject, ""
-	case store.AuditWebhookDeleted:
-		return "deleted the webhook endpoint", subject, ""
-	case store.AuditWebhookRotated:
-		return "rotated the secret of the webhook endpoint", subject, ""
-	case store.AuditWebhookDisabled:
-		return "disabled the webhook endpoint", subject, ""
-	case store.AuditWebhookEnabled:
+		subject, href = cmp.Or(d.URL, l.T("audit.a_webhook")), ""
+		data["Type"], data["Seq"], data["From"] = cmp.Or(d.Type, l.T("audit.an_event")), d.Seq, ""
 		if d.From != "" {
-			rest = ", from the events of " + d.From
+			data["From"] = l.T("audit.enabled_from", map[string]any{"From": d.From})
 		}
-		return "enabled the webhook endpoint", subject, rest
+	default:
+		if !l.has(key) {
+			key, data["Action"] = "audit.line.other", e.Action
+			if subject == "" {
+				key = "audit.line.other_alone"
+			}
+		}
 	}
-	return "asked to send " + cmp.Or(d.Type, "an event") + " (event " + strconv.FormatInt(d.Seq, 10) + ") again to", subject, ""
+	data["Subject"] = subject
+	return AuditLine{Parts: markedAs(l, key, data, map[string]string{"Actor": "actor", "Subject": "subject"}), SubjectHref: href}
 }
 
-// givenReason is the reason given with a decision, after its subject, ""
-// when none was.
-func givenReason(reason string) string {
+// loginReason is why a login failed, in l (the store's code when l has no
+// words for it).
+func loginReason(l Lang, reason string) string {
+	if key := "audit.reason." + reason; l.has(key) {
+		return l.T(key)
+	}
+	return reason
+}
+
+// givenReason is the reason given with a decision, after its subject, in
+// l, "" when none was.
+func givenReason(l Lang, reason string) string {
 	if reason == "" {
 		return ""
 	}
-	return ", saying “" + reason + "”"
+	return l.T("audit.said", map[string]any{"Reason": reason})
 }
 
-// auditSubject names what an entry is about, with a link if viewer may
-// open it: a user for admins, a run for support.
-func auditSubject(e store.AuditEntry, viewer *store.User) (string, string) {
+// auditSubject names what an entry is about, in l, with a link if viewer
+// may open it: a user for admins, a run for support.
+func auditSubject(l Lang, e store.AuditEntry, viewer *store.User) (string, string) {
 	kind, id, _ := strings.Cut(e.Subject, ":")
 	switch kind {
 	case "user":
-		name := "user #" + id
+		name := l.T("audit.user_id", map[string]any{"ID": id})
 		if e.SubjectName.Valid {
-			name = e.SubjectName.String + " (" + e.SubjectEmail.String + ")"
+			name = l.T("audit.user", map[string]any{"Name": e.SubjectName.String, "Email": e.SubjectEmail.String})
 		}
 		if viewer != nil && viewer.Role == store.RoleAdmin {
 			return name, "/admin/users#" + "user-" + id
@@ -161,9 +130,9 @@ func auditSubject(e store.AuditEntry, viewer *store.User) (string, string) {
 	case "run":
 		runID, err := uuid.Parse(id)
 		if err != nil {
-			return "run " + id, ""
+			return l.T("audit.run", map[string]any{"ID": id}), ""
 		}
-		name := "run " + shortID(runID)
+		name := l.T("audit.run", map[string]any{"ID": shortID(runID)})
 		if viewer != nil && viewer.Role == store.RoleSupport {
 			return name, supportRunHref(runID)
 		}

@@ -1,7 +1,6 @@
 package views
 
 import (
-	"fmt"
 	"net/url"
 	"strconv"
 	"strings"
@@ -41,9 +40,9 @@ type QueueGone struct {
 }
 
 // Said is who decided what about the card's run, with the reason given,
-// "" when no decision took it off or the viewer made it (their own answer
-// already says so).
-func (g QueueGone) Said() string {
+// in l, "" when no decision took it off or the viewer made it (their own
+// answer already says so).
+func (g QueueGone) Said(l Lang) string {
 	if g.Decision == nil {
 		return ""
 	}
@@ -51,17 +50,18 @@ func (g QueueGone) Said() string {
 	if d != nil && d.UserID == g.Viewer {
 		return ""
 	}
-	who := (&RunView{Viewer: Viewer{UserID: g.Viewer, Staff: true}}).Who(d, "an approver")
-	what := " approved the refund of "
+	who := (&RunView{Viewer: Viewer{UserID: g.Viewer, Staff: true, Lang: l}}).Who(d, l.T("who.approver"))
+	key := "queue.decided.approved"
 	if g.Decision.Type == store.EventCancelRequested {
-		what = " asked to cancel the refund of "
+		key = "queue.decided.canceled"
 	}
-	s := who + what + store.FormatMoney(g.Item.Amount, g.Item.Currency) + " for " + g.Item.Item
+	reason := ""
 	if d != nil {
-		s += ReasonSuffix(d.Reason)
+		reason = ReasonSuffixIn(d.Reason, l)
 	}
+	s := l.T(key, map[string]any{"Who": who, "Amount": l.Money(g.Item.Amount, g.Item.Currency), "Item": g.Item.Item, "Reason": reason})
 	r := []rune(s)
-	return strings.ToUpper(string(r[0])) + string(r[1:]) + "."
+	return strings.ToUpper(string(r[0])) + string(r[1:])
 }
 
 // queuePageURL is the home page showing the queue after that place.
@@ -72,41 +72,42 @@ func queuePageURL(after store.QueuePlace) string {
 	return "/?queue_after=" + after.String() + "#approval-queue"
 }
 
-// queueCount says how much of the queue the page shows.
-func queueCount(p *store.QueuePage) string {
+// queueCount says how much of the queue the page shows, in l.
+func queueCount(p *store.QueuePage, l Lang) string {
 	n := len(p.Items)
+	data := map[string]any{"Count": n, "Shown": n, "Total": p.Total, "From": p.Before + 1, "To": p.Before + n,
+		"Order": queueOrderWords(p, l)}
 	switch {
 	case p.Total == 0:
-		return "No refund waits for a decision."
+		return l.T("queue.none")
 	case n == 0:
-		return fmt.Sprintf("Nothing is left on this page; %d %s for a decision.", p.Total, waits(p.Total))
-	case p.Before == 0 && n == p.Total && n == 1:
-		return "1 refund waits for a decision."
+		return l.N("queue.left", p.Total)
 	case p.Before == 0 && n == p.Total:
-		return fmt.Sprintf("%d refunds wait for a decision, %s.", n, queueOrderWords(p))
+		return l.N("queue.all", n, data)
 	case p.Before == 0:
-		return fmt.Sprintf("Showing %d of %d, %s.", n, p.Total, queueOrderWords(p))
+		return l.T("queue.showing", data)
 	}
-	return fmt.Sprintf("Showing %d–%d of %d, %s.", p.Before+1, p.Before+n, p.Total, queueOrderWords(p))
+	return l.T("queue.showing_range", data)
 }
 
 // queueOrderWords says in which order the page lists its refunds: by
 // deadline when any has one (store.QueuePlace), otherwise by age, which
 // is then the same order.
-func queueOrderWords(p *store.QueuePage) string {
+func queueOrderWords(p *store.QueuePage, l Lang) string {
 	for i := range p.Items {
 		if p.Items[i].Deadline.Valid {
-			return "the soonest due first"
+			return l.T("queue.order.due")
 		}
 	}
-	return "oldest first"
+	return l.T("queue.order.age")
 }
 
 // dueSoonShare is how close to its deadline a decision is marked due soon:
 // within a tenth of the time it was given.
 const dueSoonShare = 10
 
-// DueSoonMark is the mark of a card whose decision is due soon.
+// DueSoonMark is the mark of a card whose decision is due soon, in
+// English ("queue.due_soon" in the viewer's language).
 const DueSoonMark = "Due soon"
 
 // dueSoonAt is when the item's decision becomes due soon; false when it
@@ -136,13 +137,6 @@ func queueSoonIn(it *store.QueueItem, now time.Time) templ.Attributes {
 	return templ.Attributes{"data-soon-in": strconv.FormatInt(at.Sub(now).Milliseconds(), 10)}
 }
 
-func waits(n int) string {
-	if n == 1 {
-		return "refund waits"
-	}
-	return "refunds wait"
-}
-
 // nextAfter is where the page after p starts: after its last item.
 func nextAfter(p *store.QueuePage) store.QueuePlace {
 	if len(p.Items) == 0 {
@@ -150,9 +144,6 @@ func nextAfter(p *store.QueuePage) store.QueuePlace {
 	}
 	return p.Items[len(p.Items)-1].Place()
 }
-
-// queueTime is a moment as the queue shows it: date, time and zone.
-func queueTime(t time.Time) string { return t.UTC().Format("2 Jan 2006, 15:04 UTC") }
 
 // oobIf marks a component for an out-of-band swap when it is sent over the
 // stream, and not when it is part of the page.
@@ -188,20 +179,18 @@ func (e QueueEntry) waiting() int64 {
 	return n
 }
 
-// requestTitle names a request in the queue: its orders and its total.
-func (e QueueEntry) requestTitle() string {
+// requestTitle names a request in the queue, in l: its orders and its
+// total.
+func (e QueueEntry) requestTitle(l Lang) string {
 	it := e.first()
-	return fmt.Sprintf("Request for %d orders, %s in all", it.RequestChildren, store.FormatMoney(it.RequestAmount, it.Currency))
+	return l.T("queue.request_title", map[string]any{"Count": it.RequestChildren, "Amount": l.Money(it.RequestAmount, it.Currency)})
 }
 
-// requestWaiting says how many of the request's refunds wait here.
-func (e QueueEntry) requestWaiting() string {
+// requestWaiting says how many of the request's refunds wait here, in l.
+func (e QueueEntry) requestWaiting(l Lang) string {
 	it := e.first()
-	n := len(e.Items)
-	if n == 1 {
-		return fmt.Sprintf("1 of its %d refunds waits for a decision on this page: %s.", it.RequestChildren, store.FormatMoney(e.waiting(), it.Currency))
-	}
-	return fmt.Sprintf("%d of its %d refunds wait for a decision on this page: %s in all.", n, it.RequestChildren, store.FormatMoney(e.waiting(), it.Currency))
+	return l.N("queue.request_waiting", len(e.Items), map[string]any{"Count": len(e.Items), "Total": it.RequestChildren,
+		"Amount": l.Money(e.waiting(), it.Currency)})
 }
 
 // QueueEntries groups a page's items: each request's children under it,

@@ -1,8 +1,6 @@
 package views
 
 import (
-	"fmt"
-
 	"github.com/refundd/refundd/store"
 )
 
@@ -14,35 +12,32 @@ type queueCheck struct {
 }
 
 // queueChecks words the checks of it against its order and the agent's
-// proposal, from the facts the store read: the amount against what was
-// paid, the order's other refunds, and the proposal against the request.
-func queueChecks(it *store.QueueItem) []queueCheck {
-	paid := store.FormatMoney(it.OrderAmount, it.OrderCurrency)
+// proposal in l, from the facts the store read: the amount against what
+// was paid, the order's other refunds, and the proposal against the
+// request.
+func queueChecks(it *store.QueueItem, l Lang) []queueCheck {
+	paid := l.Money(it.OrderAmount, it.OrderCurrency)
+	amount := l.Money(it.Amount, it.Currency)
 	out := []queueCheck{{
 		OK:   it.Currency == it.OrderCurrency && it.Amount <= it.OrderAmount,
-		Text: fmt.Sprintf("Order #%d was paid %s; this refund is %s.", it.OrderID, paid, store.FormatMoney(it.Amount, it.Currency)),
+		Text: l.T("queue.check.paid", map[string]any{"Order": it.OrderID, "Paid": paid, "Amount": amount}),
 	}}
 	if it.OtherRuns == 0 {
-		out = append(out, queueCheck{OK: true, Text: "No other refund was asked for on this order."})
+		out = append(out, queueCheck{OK: true, Text: l.T("queue.check.no_other")})
 	} else {
 		total := it.OtherRefunds + it.Amount
-		requests := "requests"
-		if it.OtherRuns == 1 {
-			requests = "request"
-		}
-		out = append(out, queueCheck{OK: total <= it.OrderAmount, Text: fmt.Sprintf(
-			"Other refunds on this order: %s in %d %s; with this one %s of %s paid.",
-			store.FormatMoney(it.OtherRefunds, it.OrderCurrency), it.OtherRuns, requests,
-			store.FormatMoney(total, it.OrderCurrency), paid)})
+		out = append(out, queueCheck{OK: total <= it.OrderAmount, Text: l.N("queue.check.others", it.OtherRuns, map[string]any{
+			"Count": it.OtherRuns, "Others": l.Money(it.OtherRefunds, it.OrderCurrency),
+			"Total": l.Money(total, it.OrderCurrency), "Paid": paid})})
 	}
 	switch p := it.Proposal; {
 	case p == nil:
-		out = append(out, queueCheck{OK: false, Text: "The agent recorded no proposal."})
+		out = append(out, queueCheck{OK: false, Text: l.T("queue.no_proposal")})
 	case p.OrderID == it.OrderID && p.Amount == it.Amount && p.Currency == it.Currency:
-		out = append(out, queueCheck{OK: true, Text: "The agent's proposal matches the request."})
+		out = append(out, queueCheck{OK: true, Text: l.T("queue.check.proposal_matches")})
 	default:
-		out = append(out, queueCheck{OK: false, Text: fmt.Sprintf("The agent proposes %s on order #%d; the customer asked for %s.",
-			store.FormatMoney(p.Amount, p.Currency), p.OrderID, store.FormatMoney(it.Amount, it.Currency))})
+		out = append(out, queueCheck{OK: false, Text: l.T("queue.check.proposal_differs", map[string]any{
+			"Proposed": l.Money(p.Amount, p.Currency), "Order": p.OrderID, "Amount": amount})})
 	}
 	return out
 }

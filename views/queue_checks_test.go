@@ -19,7 +19,7 @@ func TestQueueChecks(t *testing.T) {
 	}
 	t.Run("all hold", func(t *testing.T) {
 		t.Parallel()
-		checks := queueChecks(item())
+		checks := queueChecks(item(), English)
 		want := []queueCheck{
 			{true, "Order #7 was paid €100.00; this refund is €60.00."},
 			{true, "Other refunds on this order: €30.00 in 1 request; with this one €90.00 of €100.00 paid."},
@@ -38,7 +38,7 @@ func TestQueueChecks(t *testing.T) {
 		t.Parallel()
 		it := item()
 		it.OtherRefunds, it.OtherRuns = 5000, 2
-		if c := queueChecks(it)[1]; c.OK || c.Text != "Other refunds on this order: €50.00 in 2 requests; with this one €110.00 of €100.00 paid." {
+		if c := queueChecks(it, English)[1]; c.OK || c.Text != "Other refunds on this order: €50.00 in 2 requests; with this one €110.00 of €100.00 paid." {
 			t.Errorf("other refunds check = %+v", c)
 		}
 	})
@@ -46,7 +46,7 @@ func TestQueueChecks(t *testing.T) {
 		t.Parallel()
 		it := item()
 		it.Proposal.Amount = 5000
-		if c := queueChecks(it)[2]; c.OK {
+		if c := queueChecks(it, English)[2]; c.OK {
 			t.Errorf("a proposal of another amount passes: %+v", c)
 		}
 	})
@@ -54,7 +54,7 @@ func TestQueueChecks(t *testing.T) {
 		t.Parallel()
 		it := item()
 		it.Proposal = nil
-		if got, want := queueChecks(it)[2], (queueCheck{false, "The agent recorded no proposal."}); got != want {
+		if got, want := queueChecks(it, English)[2], (queueCheck{false, "The agent recorded no proposal."}); got != want {
 			t.Errorf("check = %+v, want %+v", got, want)
 		}
 	})

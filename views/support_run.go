@@ -45,34 +45,41 @@ func (d *SupportRun) familyParent() *store.RunListing {
 	return &d.Family[0]
 }
 
-// familyTitle names a request in support's tree: its orders and total.
-func familyTitle(p *store.RunListing, children int) string {
-	return "Request for " + strconv.Itoa(children) + " orders, " + store.FormatMoney(p.Amount, p.Currency) + " in all"
+// familyTitle names a request in support's tree, in l: its orders and
+// total.
+func familyTitle(l Lang, p *store.RunListing, children int) string {
+	return l.T("support.family.request", map[string]any{"Count": children, "Amount": l.Money(p.Amount, p.Currency)})
 }
 
-// supportTitle is the heading of support's page of a run.
-func (d *SupportRun) supportTitle() string {
+// familyChild names one refund of a request in support's tree, in l.
+func familyChild(l Lang, ch *store.RunListing) string {
+	return l.T("support.family.child", map[string]any{"Order": ch.OrderID, "Item": ch.Item, "Amount": l.Money(ch.Amount, ch.Currency)})
+}
+
+// supportTitle is the heading of support's page of a run, in l.
+func (d *SupportRun) supportTitle(l Lang) string {
 	r := d.Snap.Run
 	if r.IsParent() {
-		return "Request of " + store.FormatMoney(r.Amount, r.Currency) + " for " + strconv.Itoa(len(d.Family)-1) + " orders"
+		return l.T("support.run.title_request", map[string]any{"Amount": l.Money(r.Amount, r.Currency), "Count": len(d.Family) - 1})
 	}
-	return "Refund of " + store.FormatMoney(r.Amount, r.Currency) + " for order #" + strconv.FormatInt(r.OrderID, 10)
+	return l.T("support.run.title_refund", map[string]any{"Amount": l.Money(r.Amount, r.Currency), "Order": r.OrderID})
 }
 
 // FamilyRunID is the element ID of a run in support's family tree.
 func FamilyRunID(id uuid.UUID) string { return "family-run-" + id.String() }
 
-// SupportRow is one row of support's timeline.
+// SupportRow is one row of support's timeline. Who acted and what
+// happened are said in the page's language when it is drawn (actor, text).
 type SupportRow struct {
 	At       time.Time
 	Seq      int64
 	LastSeq  int64 // the last seq a narration stretch covers; Seq otherwise
 	Class    string
 	Type     string
-	Actor    string
-	Text     string
-	Chunks   int    // narration pieces in the stretch
-	Sample   string // the stretch's text, shortened
+	Event    store.Event // the business event; narration's first piece
+	Reason   bool        // the text ends with the reason given with a decision
+	Chunks   int         // narration pieces in the stretch
+	Sample   string      // the stretch's text, shortened
 	Narrated bool
 }
 
@@ -94,22 +101,39 @@ func NewSupportRun(snap *store.Snapshot, people map[int64]store.User) *SupportRu
 				continue
 			}
 			d.Rows = append(d.Rows, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
-				Actor: "the agent", Chunks: 1, Sample: shorten(NarrationText(ev)), Narrated: true})
+				Event: ev, Chunks: 1, Sample: shorten(NarrationText(ev)), Narrated: true})
 			continue
 		}
 		d.Rows = append(d.Rows, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
-			Actor: d.actorOf(ev), Text: EventText(ev) + reasonOf(ev)})
+			Event: ev, Reason: true})
 	}
 	return d
 }
 
-// reasonOf is the reason given with a decision, as staff read it, "" when
-// none was.
-func reasonOf(ev store.Event) string {
-	if dc := store.DeciderOf(ev); dc != nil {
-		return ReasonSuffix(dc.Reason)
+// actor says who acted in row r, in l: the agent narrates.
+func (d *SupportRun) actor(r SupportRow, l Lang) string {
+	if r.Narrated {
+		return l.T("support.actor.agent")
 	}
-	return ""
+	return d.actorOf(r.Event, l)
+}
+
+// text says what happened in row r, in l, with the reason given with a
+// decision as staff read it.
+func (r SupportRow) text(l Lang) string {
+	s := EventTextIn(r.Event, l)
+	if dc := store.DeciderOf(r.Event); dc != nil && r.Reason {
+		s += ReasonSuffixIn(dc.Reason, l)
+	}
+	return s
+}
+
+// classWords is an event's class as l names it.
+func classWords(l Lang, class string) string {
+	if key := "support.class." + class; l.has(key) {
+		return l.T(key)
+	}
+	return class
 }
 
 // callsOf are the calls made to the provider about operation id, oldest
@@ -124,20 +148,20 @@ func (d *SupportRun) callsOf(id uuid.UUID) []store.ProviderCall {
 	return out
 }
 
-func callKind(kind string) string {
+func callKind(l Lang, kind string) string {
 	if kind == store.CallSubmit {
-		return "Submit"
+		return l.T("support.call.submit")
 	}
-	return "Lookup"
+	return l.T("support.call.lookup")
 }
 
-// callStatus is a call's HTTP status, or why it has none.
-func callStatus(c store.ProviderCall) string {
+// callStatus is a call's HTTP status, or why it has none, in l.
+func callStatus(l Lang, c store.ProviderCall) string {
 	switch {
 	case !c.Ended:
-		return "no answer recorded"
+		return l.T("support.call.no_answer_recorded")
 	case !c.HTTPStatus.Valid:
-		return "no answer"
+		return l.T("support.call.no_answer")
 	}
 	return strconv.FormatInt(c.HTTPStatus.Int64, 10)
 }
@@ -150,16 +174,17 @@ func callStatusAttr(c store.ProviderCall) string {
 	return "none"
 }
 
-func callTook(c store.ProviderCall) string {
+func callTook(l Lang, c store.ProviderCall) string {
 	if !c.Ended {
 		return "—"
 	}
-	return c.Duration().Round(time.Millisecond).String()
+	took := c.Duration().Round(time.Millisecond)
+	return l.T("support.call.took_value", map[string]any{"Took": took.String(), "MS": took.Milliseconds()})
 }
 
-func callResult(c store.ProviderCall) string {
+func callResult(l Lang, c store.ProviderCall) string {
 	if !c.Ended {
-		return "No answer was recorded: the worker stopped during the call. A lookup verifies what it did."
+		return l.T("support.call.unfinished")
 	}
 	return c.Result
 }
@@ -190,51 +215,51 @@ func byUser(ev store.Event) (int64, bool) {
 	return 0, false
 }
 
-// actorOf says who acted in an event, as staff read it: a person by name
-// and role, the system (the approval policy), the agent or the payment
-// provider.
-func (d *SupportRun) actorOf(ev store.Event) string {
+// actorOf says who acted in an event, as staff read it in l: a person by
+// name and role, the system (the approval policy), the agent or the
+// payment provider.
+func (d *SupportRun) actorOf(ev store.Event, l Lang) string {
 	if id, ok := byUser(ev); ok {
-		return d.person(id)
+		return d.person(id, l)
 	}
 	switch ev.Type {
 	case store.EventRunCreated:
-		return d.person(d.Snap.Run.OwnerID)
+		return d.person(d.Snap.Run.OwnerID, l)
 	case store.EventApprovalGranted:
 		if d := store.DeciderOf(ev); d != nil && d.System {
-			return "the system" // as who names the approval policy (words.go)
+			return l.T("support.actor.system") // as who names the approval policy (words.go)
 		}
-		return "an approver"
+		return l.T("support.actor.approver")
 	case store.EventCancelRequested:
-		return "someone"
+		return l.T("support.actor.someone")
 	case store.EventApprovalExpired:
-		return "the system" // the deadline, no person
+		return l.T("support.actor.system") // the deadline, no person
 	case store.EventOperationSucceeded, store.EventOperationFailed:
-		return "the payment provider"
+		return l.T("support.actor.provider")
 	}
-	return "the agent"
+	return l.T("support.actor.agent")
 }
 
-// person names a user as "Name (role)", or by ID if they are gone.
-func (d *SupportRun) person(id int64) string {
+// person names a user as "Name (role)" in l, or by ID if they are gone.
+func (d *SupportRun) person(id int64, l Lang) string {
 	if u, ok := d.People[id]; ok {
-		return u.Name + " (" + u.Role + ")"
+		return l.T("support.person", map[string]any{"Name": u.Name, "Role": roleWords(l, u.Role)})
 	}
-	return "user #" + strconv.FormatInt(id, 10)
+	return l.T("support.user_id", map[string]any{"ID": id})
 }
 
 // words is the run in the signed-in staff member's words (Words); of a
 // request, its status is the request's (requestStatus, as its page and
 // the lists say it) and its outcome its final answer, never the words of
 // a single refund applied to the sum of its refunds.
-func (d *SupportRun) words(u *store.User) Said {
+func (d *SupportRun) words(u *store.User, l Lang) Said {
 	p := store.ProgressOf(d.Snap)
 	if parent := d.familyParent(); parent != nil {
 		w := Said{Answer: strings.TrimSpace(p.FinalMessage)}
-		w.Status, w.Tone = requestListWords(*parent, English)
+		w.Status, w.Tone = requestListWords(*parent, l)
 		return w
 	}
-	return Words(&p, Viewer{UserID: u.ID, Staff: true})
+	return Words(&p, Viewer{UserID: u.ID, Staff: true, Lang: l})
 }
 
 // outcome names how the run ended, "" while it goes on.
@@ -244,21 +269,20 @@ func (d *SupportRun) outcome() string {
 }
 
 // customer names the run's owner with their email.
-func (d *SupportRun) customer() string {
+func (d *SupportRun) customer(l Lang) string {
 	if u, ok := d.People[d.Snap.Run.OwnerID]; ok {
 		return u.Name + " <" + u.Email + ">"
 	}
-	return d.person(d.Snap.Run.OwnerID)
+	return d.person(d.Snap.Run.OwnerID, l)
 }
 
 // ledgerEvents are the log's events about operation id, in order: the
 // submission, each "verifying" and the verified outcome.
 func (d *SupportRun) ledgerEvents(id uuid.UUID) []SupportRow {
 	var out []SupportRow
-	for i, ev := range d.Snap.Events {
+	for _, ev := range d.Snap.Events {
 		if n, ok := store.OperationNewsOf(ev); ok && n.OperationID == id {
-			out = append(out, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type,
-				Actor: d.actorOf(d.Snap.Events[i]), Text: EventText(ev)})
+			out = append(out, SupportRow{At: ev.CreatedAt, Seq: ev.Seq, LastSeq: ev.Seq, Class: ev.Class, Type: ev.Type, Event: ev})
 		}
 	}
 	return out
@@ -287,8 +311,9 @@ func exportHref(id uuid.UUID) string { return "/support/runs/" + id.String() + "
 // supportRunHref is support's page of a run.
 func supportRunHref(id uuid.UUID) string { return "/support/runs/" + id.String() }
 
-// stamp is a time as support reads it: date, time to the millisecond, zone.
-func stamp(t time.Time) string { return t.UTC().Format("2006-01-02 15:04:05.000 MST") }
+// stamp is a time as support reads it in l: date, time to the
+// millisecond, zone.
+func stamp(l Lang, t time.Time) string { return staffTime(l, t, "milli") }
 
 // isoStamp is a time for a datetime attribute.
 func isoStamp(t time.Time) string { return t.UTC().Format("2006-01-02T15:04:05.000Z") }
@@ -319,31 +344,42 @@ func (q SupportSearch) pageHref(p int) string {
 	return "/support/runs?" + v.Encode()
 }
 
-// mailKindWords says what an email of the ledger is about, for support.
-func mailKindWords(kind string) string {
+// mailKindWords says what an email of the ledger is about, for support,
+// in l.
+func mailKindWords(l Lang, kind string) string {
 	switch kind {
-	case store.MailEnded:
-		return "the request ended"
-	case store.MailWaiting:
-		return "a decision is waiting"
+	case store.MailEnded, store.MailWaiting:
+		return l.T("support.mail.kind." + kind)
 	}
 	return kind
 }
 
 // mailStateWords says where one email is: sent, refused for good (with
 // the server's words), or still to be sent.
-func mailStateWords(m store.Mail) string {
+func mailStateWords(l Lang, m store.Mail) string {
 	switch m.State {
 	case "sent":
 		if m.SentAt.Valid {
-			return "Sent " + m.SentAt.Time.UTC().Format("2006-01-02 15:04:05 UTC")
+			return l.T("support.mail.sent_at", map[string]any{"At": staffTime(l, m.SentAt.Time, "second")})
 		}
-		return "Sent"
+		return l.T("support.mail.sent")
 	case "failed":
-		return "Refused for good: " + m.LastError.String
+		return l.T("support.mail.refused", map[string]any{"Error": m.LastError.String})
 	}
 	if m.LastError.Valid {
-		return "Not sent yet (last try: " + m.LastError.String + "); next try " + m.NextAt.UTC().Format("2006-01-02 15:04:05 UTC")
+		return l.T("support.mail.retrying", map[string]any{"Error": m.LastError.String, "Next": staffTime(l, m.NextAt, "second")})
 	}
-	return "Not sent yet"
+	return l.T("support.mail.pending")
 }
+
+// supportStateWords is a run state as support's search offers it, in l.
+func supportStateWords(l Lang, state string) string {
+	if key := "support.state." + state; l.has(key) {
+		return l.T(key)
+	}
+	return stateWords(state)
+}
+
+// seqWords names a place in the log, in l ("seq 12"); seq is a number or
+// a range's words.
+func seqWords(l Lang, seq any) string { return l.T("support.seq", map[string]any{"Seq": seq}) }
