@@ -62,7 +62,7 @@ func (h *Handler) streamQueue(c echo.Context) error {
 	}
 	sc := h.engine.NewConn(c, currentUser(c).ID)
 	defer sc.End()
-	if refused := sc.AddState("approval queue", g.cred, cursorParam(c), &queueView{roleGate: g, start: start, viewer: currentUser(c).ID}); refused != "" {
+	if refused := sc.AddState("approval queue", g.cred, cursorParam(c), &queueView{roleGate: g, start: start, viewer: currentUser(c).ID, lang: langOf(c)}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()
@@ -73,7 +73,8 @@ func (h *Handler) streamQueue(c echo.Context) error {
 type queueView struct {
 	roleGate
 	start  store.QueuePlace
-	viewer int64 // the approver looking: their own decisions read "you"
+	viewer int64      // the approver looking: their own decisions read "you"
+	lang   views.Lang // the page's, fixed when the stream opens
 }
 
 // queueState is a page of the queue as a stream's state.
@@ -91,6 +92,7 @@ func (q *queueView) Read(ctx context.Context) (stream.State, error) {
 }
 
 func (q *queueView) Render(ctx context.Context, shown, next stream.State) (string, []byte, error) {
+	ctx = views.WithLang(ctx, q.lang)
 	to := next.(queueState).page
 	if shown != nil {
 		if removed, added, ok := queueDiff(shown.(queueState).page, to); ok {
