@@ -14,8 +14,8 @@ import (
 
 // Words for the admin's one-time answers.
 const (
-	msgOwnRole    = "You cannot change your own role: ask another admin."
-	msgOwnDisable = "You cannot disable your own account: ask another admin."
+	keyOwnRole    = "refuse.own_role"
+	keyOwnDisable = "refuse.own_disable"
 )
 
 // userID parses the :id path parameter; a malformed one is a 404 like a
@@ -51,7 +51,7 @@ type grantForm struct {
 
 func (f *grantForm) Validate() error {
 	if !slices.Contains(store.Grants, f.Grant) {
-		return store.Errorf(store.CodeInvalid, "There is no grant %q.", f.Grant)
+		return store.Refuse(store.CodeInvalid, "refuse.no_grant", map[string]any{"Grant": strconv.Quote(f.Grant)})
 	}
 	return nil
 }
@@ -63,7 +63,7 @@ func (h *Handler) setUserGrant(c echo.Context) error {
 	}
 	on, err := strconv.ParseBool(c.FormValue("on"))
 	if err != nil {
-		return store.Errorf(store.CodeInvalid, "Say whether to give or take away the grant.")
+		return store.Refuse(store.CodeInvalid, "refuse.grant_on", nil)
 	}
 	f := grantForm{Grant: c.FormValue("grant"), On: on}
 	if err := f.Validate(); err != nil {
@@ -76,12 +76,11 @@ func (h *Handler) setUserGrant(c echo.Context) error {
 	if err := h.store.SetGrant(c.Request().Context(), id, f.Grant, f.On); err != nil {
 		return err
 	}
-	who := u.Name + " (" + u.Email + ")"
-	msg := "Gave " + who + " " + views.GrantWords(f.Grant) + "."
+	data := map[string]any{"Who": u.Name + " (" + u.Email + ")", "Grant": views.GrantWords(f.Grant)}
 	if !f.On {
-		msg = "Took away " + views.GrantWords(f.Grant) + " from " + who + "."
+		return h.backToUsers(c, "form.grant_taken", data)
 	}
-	return h.backToUsers(c, msg)
+	return h.backToUsers(c, "form.grant_given", data)
 }
 
 func (h *Handler) setUserRole(c echo.Context) error {
@@ -90,7 +89,7 @@ func (h *Handler) setUserRole(c echo.Context) error {
 		return err
 	}
 	if id == currentUser(c).ID {
-		return store.Errorf(store.CodeForbidden, msgOwnRole)
+		return store.Refuse(store.CodeForbidden, keyOwnRole, nil)
 	}
 	role := c.FormValue("role")
 	ctx := c.Request().Context()
@@ -101,7 +100,7 @@ func (h *Handler) setUserRole(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.backToUsers(c, u.Email+" is now "+u.Role+".")
+	return h.backToUsers(c, "form.role_set", map[string]any{"Email": u.Email, "Role": u.Role})
 }
 
 func (h *Handler) disableUser(c echo.Context) error { return h.setUserDisabled(c, true) }
@@ -113,7 +112,7 @@ func (h *Handler) setUserDisabled(c echo.Context, disabled bool) error {
 		return err
 	}
 	if disabled && id == currentUser(c).ID {
-		return store.Errorf(store.CodeForbidden, msgOwnDisable)
+		return store.Refuse(store.CodeForbidden, keyOwnDisable, nil)
 	}
 	ctx := c.Request().Context()
 	if err := h.store.SetDisabled(ctx, id, disabled); err != nil {
@@ -124,9 +123,9 @@ func (h *Handler) setUserDisabled(c echo.Context, disabled bool) error {
 		return err
 	}
 	if disabled {
-		return h.backToUsers(c, "Disabled "+u.Email+": they are signed out at their next request.")
+		return h.backToUsers(c, "form.user_disabled", map[string]any{"Email": u.Email})
 	}
-	return h.backToUsers(c, "Enabled "+u.Email+" again.")
+	return h.backToUsers(c, "form.user_enabled", map[string]any{"Email": u.Email})
 }
 
 // Session keys of a token made but not yet shown.
@@ -165,7 +164,7 @@ func (h *Handler) showNewToken(c echo.Context) error {
 	delete(s.Values, keyNewTokenID)
 	delete(s.Values, keyNewTokenSecret)
 	if !okID || !okSecret {
-		return h.backToUsers(c, "A new token is shown only once, right after it is made. If it was not copied, revoke it and make another.")
+		return h.backToUsers(c, "form.token_shown_once", nil)
 	}
 	if err := s.Save(c.Request(), c.Response()); err != nil {
 		return fmt.Errorf("handlers: forget new token: %w", err)
@@ -190,11 +189,13 @@ func (h *Handler) revokeToken(c echo.Context) error {
 	if err := h.store.RevokeToken(c.Request().Context(), id); err != nil {
 		return err
 	}
-	return h.backToUsers(c, "Revoked the token: it stops working at once.")
+	return h.backToUsers(c, "form.token_revoked", nil)
 }
 
-func (h *Handler) backToUsers(c echo.Context, msg string) error {
-	if err := h.addFlash(c, msg); err != nil {
+// backToUsers returns to the users page with the catalogue's key, filled
+// in with data, as its flash in the admin's language.
+func (h *Handler) backToUsers(c echo.Context, key string, data map[string]any) error {
+	if err := h.addFlash(c, langOf(c).T(key, data)); err != nil {
 		return err
 	}
 	return redirect(c, "/admin/users")

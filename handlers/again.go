@@ -73,10 +73,10 @@ func formAmount(minor int64, digits int) string {
 func (h *Handler) apiAskAgain(c echo.Context, u *store.User, key string, body apiStartBody) error {
 	id, err := uuid.Parse(strings.TrimSpace(*body.RetryOf))
 	if err != nil {
-		return apiBadRequest(c, codeInvalidJSON, "retry_of must be the id of one of your runs.")
+		return apiBadRequest(c, codeInvalidJSON, "api.retry_of")
 	}
 	if body.Refunds != nil && (body.OrderID != 0 || body.Amount != 0) {
-		return apiBadRequest(c, codeInvalidJSON, "Send either order_id and amount (one refund) or refunds (several), not both.")
+		return apiBadRequest(c, codeInvalidJSON, "api.one_or_several")
 	}
 	ctx := c.Request().Context()
 	again, err := h.store.AskAgainOf(ctx, u.ID, id)
@@ -131,8 +131,7 @@ func againRequest(a *store.AskAgain, body apiStartBody) (req store.FamilyRequest
 	}
 	if body.Amount != 0 {
 		if len(items) != 1 {
-			return req, false, store.Errorf(store.CodeInvalid,
-				"That request asked for %d refunds: name the order (order_id) the amount is for, or send refunds.", len(items))
+			return req, false, store.Refuse(store.CodeInvalid, "refuse.again_which_order", map[string]any{"Count": len(items)})
 		}
 		items = []store.RefundItem{{OrderID: items[0].OrderID, Amount: body.Amount}}
 	}

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"net/http"
 	"reflect"
@@ -32,8 +31,14 @@ const (
 
 // apiBadRequest is a 400 with its own code: the request could not be read,
 // so no store call was made.
-func apiBadRequest(c echo.Context, code, msg string) error {
-	return c.JSON(http.StatusBadRequest, apiError{Error: apiErrorBody{Code: code, Message: msg}})
+func apiBadRequest(c echo.Context, code, key string) error {
+	return writeBad(c, refuseBody(http.StatusBadRequest, code, key, nil))
+}
+
+// apiRefuse is a 400 with its own code whose words are err's (a store
+// refusal), as a sentence in the viewer's language.
+func apiRefuse(c echo.Context, code string, err error) error {
+	return c.JSON(http.StatusBadRequest, apiError{Error: apiErrorBody{Code: code, Message: sentence(viewerLang(c).Refusal(err))}})
 }
 
 // apiOrder is an order as the API shows it; amounts in minor units.
@@ -212,11 +217,11 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	}
 	key := strings.TrimSpace(c.Request().Header.Get("Idempotency-Key"))
 	if key == "" {
-		return apiBadRequest(c, codeMissingIdempotencyKey, "Send an Idempotency-Key header: the same key returns the run it already started.")
+		return apiBadRequest(c, codeMissingIdempotencyKey, "api.missing_idempotency_key")
 	}
 	var body apiStartBody
 	if bad := decodeJSON(c.Request().Body, &body); bad != nil {
-		return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: bad.message}})
+		return writeBad(c, bad)
 	}
 	if body.RetryOf != nil {
 		return h.apiAskAgain(c, u, key, body)
@@ -249,7 +254,7 @@ func apiStarted(c echo.Context, run *store.Run, created bool) error {
 // parent and its children, or 200 with the family the key already started.
 func (h *Handler) apiStartFamily(c echo.Context, u *store.User, key string, body apiStartBody) error {
 	if body.OrderID != 0 || body.Amount != 0 {
-		return apiBadRequest(c, codeInvalidJSON, "Send either order_id and amount (one refund) or refunds (several), not both.")
+		return apiBadRequest(c, codeInvalidJSON, "api.one_or_several")
 	}
 	fam, created, err := h.store.StartFamily(c.Request().Context(), store.FamilyRequest{
 		OwnerID: u.ID, ClientRequestID: key, Refunds: body.Refunds, Reason: body.Reason,
@@ -281,18 +286,32 @@ func apiStartedFamily(c echo.Context, fam *store.Family, created bool) error {
 }
 
 // badBody is a request body that cannot be read: the answer to send
-// instead of calling the store.
+// instead of calling the store. Its message is words, the English of its
+// catalogue key; a viewer reads them in their language.
 type badBody struct {
 	status        int
 	code, message string
+	words         *store.Error
+}
+
+// refuseBody is a badBody whose words are the catalogue's key filled in
+// with data.
+func refuseBody(status int, code, key string, data map[string]any) *badBody {
+	w := store.Refuse(code, key, data)
+	return &badBody{status: status, code: code, message: w.Message, words: w}
+}
+
+// writeBad answers bad as the API's error JSON, in the viewer's language.
+func writeBad(c echo.Context, bad *badBody) error {
+	return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: viewerLang(c).Refusal(bad.words)}})
 }
 
 // Error makes a badBody the error the gate (body.go) refuses a request
 // with; problemFor shows it with its own status, code and words.
 func (b *badBody) Error() string { return b.code + ": " + b.message }
 
-func invalidJSON(msg string) *badBody {
-	return &badBody{status: http.StatusBadRequest, code: codeInvalidJSON, message: msg}
+func invalidJSON(key string, data map[string]any) *badBody {
+	return refuseBody(http.StatusBadRequest, codeInvalidJSON, key, data)
 }
 
 // decodeJSON reads exactly one JSON object into v, a pointer to a struct.
@@ -304,20 +323,19 @@ func decodeJSON(r io.Reader, v any) *badBody {
 	data, err := io.ReadAll(r)
 	switch {
 	case tooLarge(err):
-		return &badBody{status: http.StatusRequestEntityTooLarge, code: codeBodyTooLarge,
-			message: "The body is larger than this server accepts."}
+		return refuseBody(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "api.body_too_large", nil)
 	case err != nil:
-		return invalidJSON("The body could not be read.")
+		return invalidJSON("api.body_unreadable", nil)
 	case !utf8.Valid(data):
 		// encoding/json would quietly replace the bad bytes.
-		return invalidJSON("The body is not valid UTF-8.")
+		return invalidJSON("api.body_not_utf8", nil)
 	}
 	if trimmed := bytes.TrimLeft(data, jsonSpace); len(trimmed) > 0 && trimmed[0] != '{' {
 		// null, an array or a bare value is not the object the API takes.
-		return invalidJSON("The body is not a valid JSON object.")
+		return invalidJSON("api.body_not_object", nil)
 	}
-	if msg := strictKeys(data, v); msg != "" {
-		return invalidJSON(msg)
+	if bad := strictKeys(data, v); bad != nil {
+		return bad
 	}
 	dec := json.NewDecoder(bytes.NewReader(data))
 	// A misspelt field is a mistake to report, not a field to ignore.
@@ -326,18 +344,18 @@ func decodeJSON(r io.Reader, v any) *badBody {
 	var typeErr *json.UnmarshalTypeError
 	switch {
 	case errors.Is(err, io.EOF):
-		return invalidJSON("The body is empty: send a JSON object.")
+		return invalidJSON("api.body_empty", nil)
 	case errors.As(err, &typeErr) && typeErr.Field != "":
-		return invalidJSON("The field " + typeErr.Field + " has the wrong type: " + expected(typeErr.Type.Kind().String()) + ".")
+		return invalidJSON("api.field_wrong_type", map[string]any{"Field": typeErr.Field, "Expected": expected(typeErr.Type.Kind().String())})
 	case err != nil && strings.HasPrefix(err.Error(), "json: unknown field"):
-		return invalidJSON("The body has an unknown field: " + strings.TrimPrefix(err.Error(), "json: unknown field ") + ".")
+		return invalidJSON("api.unknown_field_json", map[string]any{"Field": strings.TrimPrefix(err.Error(), "json: unknown field ")})
 	case err != nil:
-		return invalidJSON("The body is not a valid JSON object.")
+		return invalidJSON("api.body_not_object", nil)
 	}
 	// Only white space may follow the object (dec.More stops at a stray
 	// "}" or "]", so it cannot tell).
 	if len(bytes.TrimLeft(data[dec.InputOffset():], jsonSpace)) > 0 {
-		return invalidJSON("The body has more than one JSON value.")
+		return invalidJSON("api.body_two_values", nil)
 	}
 	return nil
 }
@@ -353,40 +371,40 @@ func tooLarge(err error) bool {
 }
 
 // strictKeys says what is wrong with the keys of data's top-level object,
-// or "" when nothing is. encoding/json matches keys ignoring case and lets
+// or nil when nothing is. encoding/json matches keys ignoring case and lets
 // the last duplicate win, so {"AMOUNT":1,"amount":2} would mean 2: every
 // key must name a field of v exactly, once. Data that is no object is left
 // for Decode to report.
-func strictKeys(data []byte, v any) string {
+func strictKeys(data []byte, v any) *badBody {
 	fields := jsonFields(reflect.TypeOf(v).Elem())
 	dec := json.NewDecoder(bytes.NewReader(data))
 	if t, err := dec.Token(); err != nil || t != json.Delim('{') {
-		return ""
+		return nil
 	}
 	seen := map[string]bool{}
 	for dec.More() {
 		t, err := dec.Token()
 		if err != nil {
-			return ""
+			return nil
 		}
 		key, _ := t.(string)
 		switch {
 		case seen[key]:
-			return fmt.Sprintf("The body has the field %q more than once.", key)
+			return invalidJSON("api.field_twice", map[string]any{"Field": strconv.Quote(key)})
 		case !slices.Contains(fields, key):
 			for _, f := range fields {
 				if strings.EqualFold(f, key) {
-					return fmt.Sprintf("The body has an unknown field %q: field names are case-sensitive, did you mean %q?", key, f)
+					return invalidJSON("api.unknown_field_case", map[string]any{"Field": strconv.Quote(key), "Like": strconv.Quote(f)})
 				}
 			}
-			return fmt.Sprintf("The body has an unknown field %q.", key)
+			return invalidJSON("api.unknown_field", map[string]any{"Field": strconv.Quote(key)})
 		}
 		seen[key] = true
 		if err := dec.Decode(&json.RawMessage{}); err != nil {
-			return ""
+			return nil
 		}
 	}
-	return ""
+	return nil
 }
 
 // jsonFields are the names the fields of struct type t have in JSON. The
@@ -402,14 +420,14 @@ func jsonFields(t reflect.Type) []string {
 	return names
 }
 
-func expected(kind string) string {
+func expected(kind string) *store.Error {
 	switch kind {
 	case "int64":
-		return "expected an integer (amounts are in minor units, 1250 for 12.50)"
+		return store.Refuse(codeInvalidJSON, "api.expected_integer", nil)
 	case "string":
-		return "expected a string"
+		return store.Refuse(codeInvalidJSON, "api.expected_string", nil)
 	}
-	return "expected " + kind
+	return store.Refuse(codeInvalidJSON, "api.expected", map[string]any{"Kind": kind})
 }
 
 // apiShowRun is GET /api/runs/{id}: the run's snapshot, as much of it as
@@ -488,15 +506,14 @@ func (h *Handler) apiListRuns(c echo.Context) error {
 	u := currentUser(c)
 	limit, ok := h.pageLimit(c.QueryParam("limit"))
 	if !ok {
-		return apiBadRequest(c, "invalid_limit", "limit must be a positive integer.")
+		return apiBadRequest(c, "invalid_limit", "api.invalid_limit")
 	}
 	q := store.RunList{OwnerID: u.ID, All: u.Role == store.RoleSupport,
 		WithApprovals: u.Role == store.RoleApprover, Limit: limit + 1}
 	if raw := c.QueryParam("after"); raw != "" {
 		var err error
 		if q.After, err = uuid.Parse(raw); err != nil {
-			return apiBadRequest(c, store.CodeCursorInvalid,
-				"after must be the id of the last run of the previous page, as next gave it.")
+			return apiBadRequest(c, store.CodeCursorInvalid, "api.invalid_after")
 		}
 	}
 	page := apiRunsPage{Runs: []any{}, Limit: limit}

@@ -4,10 +4,11 @@ import (
 	"context"
 	"errors"
 
-	"github.com/google/uuid"
 	"net/http"
 	"slices"
 	"strings"
+
+	"github.com/google/uuid"
 
 	"github.com/labstack/echo/v4"
 
@@ -149,9 +150,9 @@ func (h *Handler) userOf(ctx context.Context, cred store.StreamCredential) (*sto
 	return u, err
 }
 
-// msgBadToken is the one answer to a token that does not work, whatever is
+// keyBadToken is the one answer to a token that does not work, whatever is
 // wrong with it: saying which would help someone guessing tokens.
-const msgBadToken = "The bearer token is not valid: it is mistyped, revoked, or its user is disabled. Send Authorization: Bearer rfd_… with a token an admin made."
+const keyBadToken = "api.bad_token"
 
 // bearerToken is the token of the request's `Authorization: Bearer`
 // header; sent says there is an Authorization header at all, and a token
@@ -173,7 +174,7 @@ func bearerToken(c echo.Context) (token string, sent bool) {
 // program cannot read) and the WWW-Authenticate challenge of RFC 6750.
 func unauthorizedToken(c echo.Context) error {
 	c.Response().Header().Set(echo.HeaderWWWAuthenticate, `Bearer realm="refundd", error="invalid_token"`)
-	return c.JSON(http.StatusUnauthorized, apiError{Error: apiErrorBody{Code: codeUnauthorized, Message: msgBadToken}})
+	return c.JSON(http.StatusUnauthorized, apiError{Error: apiErrorBody{Code: codeUnauthorized, Message: viewerLang(c).T(keyBadToken)}})
 }
 
 // requireRole refuses signed-in users whose role is not one of roles with a

@@ -5,13 +5,13 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"io"
 	"mime"
 	"mime/multipart"
 	"net/http"
 	"net/url"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/labstack/echo/v4"
@@ -110,13 +110,11 @@ func (g *bodyGate) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 			// and it is never read.
 			return next(c)
 		case kind == bodyNone:
-			return &badBody{status: http.StatusBadRequest, code: codeBodyNotAllowed,
-				message: "A " + req.Method + " request carries no body here; send it without one."}
+			return refuseBody(http.StatusBadRequest, codeBodyNotAllowed, "api.body_not_allowed", map[string]any{"Method": req.Method})
 		}
 		media, params, _ := mime.ParseMediaType(req.Header.Get(echo.HeaderContentType))
 		if !kind.takes(media) {
-			return &badBody{status: http.StatusUnsupportedMediaType, code: codeUnsupportedMedia,
-				message: "Send the body as " + kind.accepted() + " (with that Content-Type)."}
+			return refuseBody(http.StatusUnsupportedMediaType, codeUnsupportedMedia, "api.send_body_as", map[string]any{"Media": kind.accepted()})
 		}
 		data, err := g.read(c)
 		if err != nil {
@@ -159,8 +157,8 @@ func (g *bodyGate) readBody(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-func invalidForm(msg string) *badBody {
-	return &badBody{status: http.StatusBadRequest, code: codeInvalidForm, message: msg}
+func invalidForm(key string) *badBody {
+	return refuseBody(http.StatusBadRequest, codeInvalidForm, key, nil)
 }
 
 // read reads the whole body, at most maxBytes of it, within the request's
@@ -195,15 +193,13 @@ func (g *bodyGate) read(c echo.Context) ([]byte, error) {
 		// answer is rendered all the same.
 		c.SetRequest(req.WithContext(context.WithoutCancel(req.Context())))
 		c.Response().Header().Set(echo.HeaderConnection, "close")
-		return nil, &badBody{status: http.StatusRequestTimeout, code: codeBodyTimeout,
-			message: fmt.Sprintf("The body did not arrive within %s. Send it again.", g.timeout)}
+		return nil, refuseBody(http.StatusRequestTimeout, codeBodyTimeout, "api.body_timeout", map[string]any{"Timeout": g.timeout})
 	}
-	return nil, invalidForm("The body could not be read: it ended before its stated length.")
+	return nil, invalidForm("api.body_short")
 }
 
 func (g *bodyGate) tooLarge() *badBody {
-	return &badBody{status: http.StatusRequestEntityTooLarge, code: codeBodyTooLarge,
-		message: fmt.Sprintf("The request is too large: this server reads bodies of at most %d bytes (MAX_BODY_BYTES).", g.maxBytes)}
+	return refuseBody(http.StatusRequestEntityTooLarge, codeBodyTooLarge, "api.request_too_large", map[string]any{"Max": g.maxBytes})
 }
 
 // checkJSON refuses a body nested deeper than maxDepth or that is no JSON
@@ -212,12 +208,12 @@ func (g *bodyGate) checkJSON(data []byte) error {
 	textErr, tooDeep := checkJSONText(data, g.maxDepth)
 	switch {
 	case tooDeep:
-		return invalidJSON(fmt.Sprintf("The body nests deeper than %d levels (MAX_JSON_DEPTH).", g.maxDepth))
+		return invalidJSON("api.too_deep", map[string]any{"Max": g.maxDepth})
 	case !json.Valid(data):
 		if json.NewDecoder(bytes.NewReader(data)).Decode(&json.RawMessage{}) == nil {
-			return invalidJSON("The body has more than one JSON value.")
+			return invalidJSON("api.body_two_values", nil)
 		}
-		return invalidJSON("The body is not a valid JSON document.")
+		return invalidJSON("api.body_not_json", nil)
 	}
 	return textErr
 }
@@ -245,7 +241,7 @@ func setForm(req *http.Request, values url.Values, mf *multipart.Form) error {
 // fields. Files are refused: no form here uploads one.
 func readMultipart(data []byte, boundary string) (url.Values, error) {
 	if boundary == "" {
-		return nil, invalidForm("The form could not be read: multipart/form-data needs a boundary.")
+		return nil, invalidForm("api.multipart_boundary")
 	}
 	mr := multipart.NewReader(bytes.NewReader(data), boundary)
 	values := url.Values{}
@@ -255,16 +251,15 @@ func readMultipart(data []byte, boundary string) (url.Values, error) {
 			return values, nil
 		}
 		if err != nil {
-			return nil, invalidForm("The form could not be read: it is not valid multipart/form-data.")
+			return nil, invalidForm("api.multipart_invalid")
 		}
 		name := part.FormName()
 		if part.FileName() != "" || name == "" {
-			return nil, &badBody{status: http.StatusUnprocessableEntity, code: codeInvalidForm,
-				message: "The form may hold only named fields, no files."}
+			return nil, refuseBody(http.StatusUnprocessableEntity, codeInvalidForm, "api.form_no_files", nil)
 		}
 		v, err := io.ReadAll(part)
 		if err != nil {
-			return nil, invalidForm("The form could not be read: it is not valid multipart/form-data.")
+			return nil, invalidForm("api.multipart_invalid")
 		}
 		values[name] = append(values[name], string(v))
 	}
@@ -275,7 +270,7 @@ func readMultipart(data []byte, boundary string) (url.Values, error) {
 func jsonForm(data []byte) (url.Values, error) {
 	var fields map[string]json.RawMessage
 	if err := json.Unmarshal(data, &fields); err != nil {
-		return nil, invalidJSON("The body is not a JSON object.")
+		return nil, invalidJSON("api.body_not_json_object", nil)
 	}
 	values := make(url.Values, len(fields))
 	for name, raw := range fields {
@@ -286,7 +281,7 @@ func jsonForm(data []byte) (url.Values, error) {
 		}
 		var list []string
 		if json.Unmarshal(raw, &list) != nil {
-			return nil, invalidJSON(fmt.Sprintf("The field %q has the wrong type: expected a string.", name))
+			return nil, invalidJSON("api.field_not_string", map[string]any{"Field": strconv.Quote(name)})
 		}
 		values[name] = list
 	}

@@ -22,22 +22,29 @@ const (
 	resultTooLateToCancel  = "too_late"
 	// The answers say what happened, never what will: they stay true
 	// whatever the run does next, even when they arrive after it.
-	msgApproved             = "You approved this refund."
-	msgAlreadyApproved      = "This refund was already approved."
-	msgCancelRequested      = "You asked to cancel this run."
-	msgAlreadyCanceling     = "A cancel was already asked for."
-	msgTooLateToCancel      = "You asked to cancel, but the refund may already have reached the payment provider."
-	msgRunFinished          = "The run has already finished."
-	msgOnlyApprovers        = "Only approvers can approve refunds."
-	msgOnlyOwnerOrApprovers = "Only the customer who asked for this refund, or an approver, can cancel it."
+	// Their words are the catalogues' (decision.*).
+	keyApproved         = "decision.approved"
+	keyAlreadyApproved  = "decision.already_approved"
+	keyCancelRequested  = "decision.cancel_requested"
+	keyAlreadyCanceling = "decision.already_canceling"
+	keyTooLateToCancel  = "decision.too_late"
 )
+
+// runFinished refuses a decision on a run that has ended, in state.
+func runFinished(state string) error {
+	e := store.Refuse(store.CodeConflict, "refuse.run_finished", nil)
+	e.State = state
+	return e
+}
 
 // decision is what an approve or cancel did: a code for the API and the
 // words a person reads, with the run as it is now.
 type decision struct {
 	Result  string `json:"result"`
-	Message string `json:"message"`
+	Message string `json:"message"` // English until in sets the viewer's
 	Run     apiRun `json:"run"`
+	// words are Message in a language.
+	words func(views.Lang) string
 	// Children, of a decision on a request, is what it did to each of the
 	// request's refunds it concerned.
 	Children []childDecision `json:"children,omitempty"`
@@ -52,7 +59,7 @@ func (h *Handler) approve(c echo.Context) (*decision, error) {
 	}
 	u := currentUser(c)
 	if u.Role != store.RoleApprover {
-		return nil, store.Errorf(store.CodeForbidden, msgOnlyApprovers)
+		return nil, store.Refuse(store.CodeForbidden, "refuse.only_approvers", nil)
 	}
 	if run.IsParent() {
 		return h.approveFamily(c, run, u)
@@ -75,7 +82,7 @@ func (h *Handler) cancel(c echo.Context) (*decision, error) {
 	}
 	u := currentUser(c)
 	if run.OwnerID != u.ID && u.Role != store.RoleApprover {
-		return nil, store.Errorf(store.CodeForbidden, msgOnlyOwnerOrApprovers)
+		return nil, store.Refuse(store.CodeForbidden, "refuse.only_owner_or_approvers", nil)
 	}
 	if run.IsParent() {
 		return h.cancelFamily(c, run, u)
@@ -111,7 +118,7 @@ func (h *Handler) decisionRun(c echo.Context) (*store.Run, error) {
 	case lerr != nil, !store.NeedsApproval(run.Amount, h.cfg.ApprovalThreshold):
 		return nil, err
 	case store.Terminal(run.State):
-		return nil, &store.Error{Code: store.CodeConflict, Message: msgRunFinished, State: run.State}
+		return nil, runFinished(run.State)
 	}
 	return nil, store.NotAwaitingApproval(run)
 }
@@ -128,9 +135,9 @@ func decisionReason(c echo.Context, u *store.User) string {
 func approveWords(o store.DecisionOutcome) (result, message string) {
 	switch o {
 	case store.DecisionAccepted:
-		return resultApproved, msgApproved
+		return resultApproved, keyApproved
 	case store.DecisionAlreadyMade:
-		return resultAlreadyApproved, msgAlreadyApproved
+		return resultAlreadyApproved, keyAlreadyApproved
 	}
 	return "", ""
 }
@@ -138,11 +145,11 @@ func approveWords(o store.DecisionOutcome) (result, message string) {
 func cancelWords(o store.DecisionOutcome) (result, message string) {
 	switch o {
 	case store.DecisionAccepted:
-		return resultCancelRequested, msgCancelRequested
+		return resultCancelRequested, keyCancelRequested
 	case store.DecisionAlreadyMade:
-		return resultAlreadyCanceling, msgAlreadyCanceling
+		return resultAlreadyCanceling, keyAlreadyCanceling
 	case store.DecisionTooLate:
-		return resultTooLateToCancel, msgTooLateToCancel
+		return resultTooLateToCancel, keyTooLateToCancel
 	}
 	return "", ""
 }
@@ -153,15 +160,24 @@ func cancelWords(o store.DecisionOutcome) (result, message string) {
 func worded(d store.Decision, words func(store.DecisionOutcome) (string, string)) (*decision, error) {
 	switch d.Outcome {
 	case store.DecisionRunFinished:
-		return nil, &store.Error{Code: store.CodeConflict, Message: msgRunFinished, State: d.Run.State}
+		return nil, runFinished(d.Run.State)
 	case store.DecisionNotAllowed:
 		return nil, d.Why
 	}
-	result, message := words(d.Outcome)
+	result, key := words(d.Outcome)
 	if result == "" {
 		return nil, fmt.Errorf("handlers: no words for decision outcome %d", d.Outcome)
 	}
-	return &decision{Result: result, Message: message, Run: newAPIRun(d.Run)}, nil
+	say := func(l views.Lang) string { return l.T(key) }
+	return &decision{Result: result, Message: say(views.English), Run: newAPIRun(d.Run), words: say}, nil
+}
+
+// in is d with its message in l.
+func (d *decision) in(l views.Lang) *decision {
+	if d.words != nil {
+		d.Message = d.words(l)
+	}
+	return d
 }
 
 func (h *Handler) approveRun(c echo.Context) error { return h.answerDecision(c, h.approve) }
@@ -177,11 +193,12 @@ func (h *Handler) answerDecision(c echo.Context, decide func(echo.Context) (*dec
 	if err != nil && htmx && errors.As(err, &se) && (se.Code == store.CodeConflict || se.Code == store.CodeForbidden || se.Code == store.CodeInvalid) {
 		// htmx does not swap a 4xx answer by default, and these words are
 		// the answer the person clicked for.
-		return render(c, http.StatusOK, views.DecisionResult(sentence(se.Message), nil))
+		return render(c, http.StatusOK, views.DecisionResult(sentence(langOf(c).Refusal(se)), nil))
 	}
 	if err != nil {
 		return err
 	}
+	d.in(langOf(c))
 	if htmx {
 		return render(c, http.StatusOK, views.DecisionResult(d.Message, nil))
 	}
@@ -199,7 +216,7 @@ func apiAnswerDecision(c echo.Context, decide func(echo.Context) (*decision, err
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, d)
+	return c.JSON(http.StatusOK, d.in(viewerLang(c)))
 }
 
 // answerKey is the session key of the answer to a decision on one run, so

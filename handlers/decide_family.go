@@ -1,13 +1,13 @@
 package handlers
 
 import (
-	"fmt"
 	"strings"
 
 	"github.com/google/uuid"
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // What a decision on a request did to one of its refunds, beyond the
@@ -52,7 +52,7 @@ func (h *Handler) approveFamily(c echo.Context, run *store.Run, u *store.User) (
 	for _, raw := range form["run"] {
 		id, err := uuid.Parse(strings.TrimSpace(raw))
 		if err != nil {
-			return nil, store.Errorf(store.CodeInvalid, "That is not a refund of this request.")
+			return nil, store.Refuse(store.CodeInvalid, "refuse.not_of_request", nil)
 		}
 		only = append(only, id)
 	}
@@ -76,12 +76,13 @@ func (h *Handler) cancelFamily(c echo.Context, run *store.Run, u *store.User) (*
 // wordedFamily is worded for a decision on a request: the request's result
 // and words, and each refund's result.
 func wordedFamily(fd store.FamilyDecision, words func(store.DecisionOutcome) (string, string),
-	message func(store.FamilyDecision) string) (*decision, error) {
+	message func(views.Lang, store.FamilyDecision) string) (*decision, error) {
 	d, err := worded(fd.Decision, words)
 	if err != nil {
 		return nil, err
 	}
-	d.Message = message(fd)
+	d.words = func(l views.Lang) string { return message(l, fd) }
+	d.Message = d.words(views.English)
 	for _, cd := range fd.Children {
 		result, _ := words(cd.Outcome)
 		switch cd.Outcome {
@@ -106,30 +107,27 @@ func decidedCount(fd store.FamilyDecision, o store.DecisionOutcome) int {
 	return n
 }
 
-// refundsWord is n refunds, in words.
-func refundsWord(n int) string {
-	if n == 1 {
-		return "1 refund"
-	}
-	return fmt.Sprintf("%d refunds", n)
+// refundsWord is n refunds, in l's words.
+func refundsWord(l views.Lang, n int) map[string]any {
+	return map[string]any{"Refunds": l.T("decision.refunds", map[string]any{"Count": n})}
 }
 
 // familyApproveMessage words an approval of a request's refunds: what it
 // approved, what had been approved before, what no longer waited. Like a
 // single run's answer, it says what happened, never what will.
-func familyApproveMessage(fd store.FamilyDecision) string {
+func familyApproveMessage(l views.Lang, fd store.FamilyDecision) string {
 	done, before := decidedCount(fd, store.DecisionAccepted), decidedCount(fd, store.DecisionAlreadyMade)
-	msg := "You approved " + refundsWord(done) + " of this request."
+	msg := l.T("decision.family.approved", refundsWord(l, done))
 	if done == 0 {
-		msg = "These refunds of the request were already approved."
+		msg = l.T("decision.family.already_all")
 		if before == 1 {
-			msg = "This refund of the request was already approved."
+			msg = l.T("decision.family.already_one")
 		}
 	} else if before > 0 {
-		msg += " " + refundsWord(before) + " had already been approved."
+		msg += l.T("decision.family.before", refundsWord(l, before))
 	}
 	if n := len(fd.Children) - done - before; n > 0 {
-		msg += " " + refundsWord(n) + " no longer waited for an approval."
+		msg += l.T("decision.family.no_longer", refundsWord(l, n))
 	}
 	return msg
 }
@@ -137,15 +135,15 @@ func familyApproveMessage(fd store.FamilyDecision) string {
 // familyCancelMessage words a cancel of a request; asked says a cancel of
 // it had been asked for before this one (the run as read before it). The
 // refunds too late to stop are counted, as a single run's too_late says.
-func familyCancelMessage(asked bool) func(store.FamilyDecision) string {
-	return func(fd store.FamilyDecision) string {
+func familyCancelMessage(asked bool) func(views.Lang, store.FamilyDecision) string {
+	return func(l views.Lang, fd store.FamilyDecision) string {
 		late := decidedCount(fd, store.DecisionTooLate)
-		msg := "You asked to cancel this request and each of its refunds not yet ended."
+		msg := l.T("decision.family.cancel")
 		if asked || fd.Outcome == store.DecisionAlreadyMade {
-			msg = "A cancel of this request was already asked for."
+			msg = l.T("decision.family.already_canceling")
 		}
 		if late > 0 {
-			msg += " " + refundsWord(late) + " may already have reached the payment provider."
+			msg += l.T("decision.family.too_late", refundsWord(l, late))
 		}
 		return msg
 	}

@@ -56,25 +56,22 @@ const (
 // database or an overloaded one needs a moment, not a hammering.
 const retryAfter = "5"
 
-// words are the default title and message per status, for errors that carry
-// no person-readable message of their own.
-var words = map[int][2]string{
-	http.StatusBadRequest:            {"Bad request", "The request could not be understood."},
-	http.StatusUnauthorized:          {"Please log in", "You need to log in to see this."},
-	http.StatusForbidden:             {"Not allowed", "You do not have access to this."},
-	http.StatusNotFound:              {"Not found", "There is nothing here. It may have been moved, or you may not have access to it."},
-	http.StatusMethodNotAllowed:      {"Not allowed", "This address does not accept that kind of request."},
-	http.StatusConflict:              {"Conflict", "Something changed in the meantime. Reload and try again."},
-	http.StatusGone:                  {"No longer available", "What you asked for is no longer kept."},
-	http.StatusRequestEntityTooLarge: {"Too large", "The request was too large."},
-	http.StatusMisdirectedRequest:    {"Wrong address", "This server does not answer to that address. Open it by its own name."},
-	http.StatusUnprocessableEntity:   {"Please check your input", "Some of what you entered is not valid."},
-	http.StatusTooManyRequests:       {"Slow down", "Too many requests. Wait a moment and try again."},
-	http.StatusServiceUnavailable:    {"Unavailable", "The service is not available right now. Try again in a few seconds; if you had sent something, check whether it went through before sending it again."},
-	http.StatusInternalServerError:   {"Something went wrong", "Something went wrong on our side. Please try again."},
+// wordStatuses are the statuses the catalogues have a title and message
+// for ("error.404.title", "error.404.message"): the default words of errors
+// that carry no person-readable message of their own.
+var wordStatuses = []int{
+	http.StatusBadRequest, http.StatusUnauthorized, http.StatusForbidden, http.StatusNotFound,
+	http.StatusMethodNotAllowed, http.StatusConflict, http.StatusGone, http.StatusRequestEntityTooLarge,
+	http.StatusMisdirectedRequest, http.StatusUnprocessableEntity, http.StatusTooManyRequests,
+	http.StatusServiceUnavailable, http.StatusInternalServerError,
 }
 
-func problemFor(err error) problem {
+// problemFor is how err is shown in English.
+func problemFor(err error) problem { return problemIn(err, views.English) }
+
+// problemIn is how err is shown to a viewer of language l: the code and
+// state stay the API's (English) vocabulary, the title and message are l's.
+func problemIn(err error, l views.Lang) problem {
 	p := problem{status: http.StatusInternalServerError, code: codeInternal}
 	var se *store.Error
 	var he *echo.HTTPError
@@ -84,30 +81,56 @@ func problemFor(err error) problem {
 		// Checked first: the store may wrap it in an error of its own.
 		p.status, p.code = http.StatusServiceUnavailable, codeUnavailable
 	case errors.As(err, &bb):
-		p.status, p.code, p.message = bb.status, bb.code, bb.message
+		p.status, p.code, p.message = bb.status, bb.code, l.Refusal(bb.words)
 	case errors.As(err, &se):
 		p.code = se.Code
-		p.message, p.state = se.Message, se.State
+		p.message, p.state = l.Refusal(se), se.State
 		if s, ok := statusByCode[se.Code]; ok {
 			p.status = s
 		}
 	case errors.Is(err, store.ErrNotFound):
 		p.status, p.code = http.StatusNotFound, store.CodeNotFound
 	case errors.Is(err, store.ErrBadCredentials):
-		p.status, p.code, p.message = http.StatusUnauthorized, codeUnauthorized, msgBadCredentials
+		p.status, p.code, p.message = http.StatusUnauthorized, codeUnauthorized, l.T(keyBadCredentials)
 	case errors.As(err, &he):
 		p.status = he.Code
 		p.code = codeForStatus(he.Code)
 	}
-	w, ok := words[p.status]
-	if !ok {
-		w = [2]string{http.StatusText(p.status), http.StatusText(p.status) + "."}
-	}
-	p.title = w[0]
-	if p.message == "" {
-		p.message = w[1]
-	}
+	p.title, p.message = statusWords(l, p.status, p.message)
 	return p
+}
+
+// statusWords are the title of status in l, and message, or the status's
+// own message when there is none.
+func statusWords(l views.Lang, status int, message string) (string, string) {
+	if !slices.Contains(wordStatuses, status) {
+		if message == "" {
+			message = http.StatusText(status) + "."
+		}
+		return http.StatusText(status), message
+	}
+	key := "error." + strconv.Itoa(status)
+	if message == "" {
+		message = l.T(key + ".message")
+	}
+	return l.T(key + ".title"), message
+}
+
+// viewerLang is the language of the person an answer is for: langOf for
+// pages; for the API, the request's Accept-Language first (a client says
+// it each time), then the user's saved language, then English.
+func viewerLang(c echo.Context) views.Lang {
+	if !isAPI(c.Request()) {
+		return langOf(c)
+	}
+	if al := c.Request().Header.Get("Accept-Language"); al != "" {
+		return views.Catalogues.Choose("", al)
+	}
+	saved := ""
+	if u := currentUser(c); u != nil {
+		saved = u.Language
+	}
+	return views.Catalogues.Choose(saved, "")
 }
 
 // codeForStatus names statuses that reach us as echo errors (routing, body
@@ -147,7 +170,7 @@ func (h *Handler) handleError(err error, c echo.Context) {
 		// The client went away; nobody is left to answer.
 		return
 	}
-	p := problemFor(err)
+	p := problemIn(err, viewerLang(c))
 	if p.status >= 500 {
 		h.log.ErrorContext(req.Context(), "request failed", "method", req.Method, "path", req.URL.Path, "status", p.status, "err", err)
 	} else {

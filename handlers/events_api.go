@@ -48,14 +48,14 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 		return err
 	}
 	if access != AccessFull {
-		return store.Errorf(store.CodeForbidden, "You can see this run's status only, not its events.")
+		return store.Refuse(store.CodeForbidden, "refuse.events_status_only", nil)
 	}
 	ctx := c.Request().Context()
 	limit := store.MaxPage / 2
 	if raw := c.QueryParam("limit"); raw != "" {
 		n, err := strconv.Atoi(raw)
 		if err != nil || n <= 0 {
-			return apiBadRequest(c, "invalid_limit", "limit must be a positive integer.")
+			return apiBadRequest(c, "invalid_limit", "api.invalid_limit")
 		}
 		limit = min(n, store.MaxPage)
 	}
@@ -63,7 +63,7 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 	if err != nil {
 		// Not a cursor at all is the caller's mistake (400); a cursor this
 		// log cannot serve, expired or from the future, is 410 below.
-		return apiBadRequest(c, store.CodeCursorInvalid, sentence(err.Error()))
+		return apiRefuse(c, store.CodeCursorInvalid, err)
 	}
 	evs, err := h.store.EventsAfter(ctx, run.ID, after, limit+1)
 	switch code := store.ErrorCode(err); {
@@ -72,7 +72,7 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 		if serr != nil {
 			return serr
 		}
-		p := problemFor(err)
+		p := problemIn(err, viewerLang(c))
 		body, err := goneBody(apiErrorBody{Code: p.code, Message: p.message}, newAPISnapshot(snap, access))
 		if err != nil {
 			return err

@@ -55,8 +55,8 @@ func (h *Handler) renderHome(c echo.Context, status int, form views.StartForm) e
 
 // Why a run list's stream ends for good, in the words its page shows.
 const (
-	msgRunListSignedOut = "Your session has ended. Log in again to follow your refunds."
-	msgRunListDenied    = "This list is not available to you: it is for customers."
+	keyRunListSignedOut = "refuse.run_list_signed_out"
+	keyRunListDenied    = "refuse.run_list_denied"
 )
 
 // streamOwnRuns is GET /runs/events: a customer's run list, live, as a
@@ -65,7 +65,7 @@ const (
 // elsewhere joins the list at the next re-check (Stream.Recheck).
 func (h *Handler) streamOwnRuns(c echo.Context) error {
 	g := roleGate{h: h, cred: h.streamCredential(c, uuid.Nil), role: store.RoleCustomer,
-		signedOut: msgRunListSignedOut, denied: msgRunListDenied}
+		signedOut: keyRunListSignedOut, denied: keyRunListDenied}
 	u := currentUser(c)
 	if refused, err := g.refuse(c, u); refused {
 		return err

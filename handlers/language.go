@@ -26,16 +26,13 @@ func langOf(c echo.Context) views.Lang {
 	return views.Catalogues.Choose(saved, c.Request().Header.Get("Accept-Language"))
 }
 
-// msgNoSuchLanguage refuses a language the catalogues do not speak.
-const msgNoSuchLanguage = "That language is not offered. Choose one from the list."
-
 // chooseLanguage saves the language picked on any page (POST /language,
 // fields lang and back) and returns to that page: with the user when
 // signed in, else in a cookie for a year.
 func (h *Handler) chooseLanguage(c echo.Context) error {
 	tag, ok := views.Catalogues.Spoken(c.FormValue("lang"))
 	if !ok {
-		return store.Errorf(store.CodeInvalid, msgNoSuchLanguage)
+		return store.Refuse(store.CodeInvalid, "refuse.no_such_language", nil)
 	}
 	if u := currentUser(c); u != nil {
 		if err := h.store.SetLanguage(c.Request().Context(), u.ID, tag.String()); err != nil {

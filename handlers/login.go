@@ -16,7 +16,7 @@ import (
 	"github.com/refundd/refundd/views"
 )
 
-const msgBadCredentials = "You entered a wrong email or password."
+const keyBadCredentials = "login.bad_credentials"
 
 // loginForm is the login form as posted.
 type loginForm struct {
@@ -30,11 +30,11 @@ func (f *loginForm) Validate() error {
 	f.Email = strings.TrimSpace(f.Email)
 	switch {
 	case f.Email == "" || f.Password == "":
-		return store.Errorf(store.CodeInvalid, "Enter your email and password.")
+		return store.Refuse(store.CodeInvalid, "login.missing", nil)
 	case len(f.Email) > maxEmailLen || len(f.Password) > 1024:
-		return store.Errorf(store.CodeInvalid, "That email or password is too long.")
+		return store.Refuse(store.CodeInvalid, "login.too_long", nil)
 	case !storableEmail(f.Email):
-		return store.Errorf(store.CodeInvalid, "That email contains characters no email address has.")
+		return store.Refuse(store.CodeInvalid, "login.bad_email", nil)
 	}
 	return nil
 }
@@ -107,17 +107,17 @@ func (h *Handler) login(c echo.Context) error {
 		if !storableEmail(email) || len(email) > maxEchoedEmail {
 			email = "" // bytes not worth echoing into the page
 		}
-		return render(c, http.StatusUnprocessableEntity, views.LoginPage(h.loginPage(email, err.Error(), f.Next)))
+		return render(c, http.StatusUnprocessableEntity, views.LoginPage(h.loginPage(email, langOf(c).Refusal(err), f.Next)))
 	}
 	u, err := h.store.Authenticate(c.Request().Context(), f.Email, f.Password)
 	if errors.Is(err, store.ErrTooManyAttempts) {
 		h.log.InfoContext(c.Request().Context(), "login throttled", "ip", c.RealIP())
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(store.LoginWindow.Seconds())))
-		return render(c, http.StatusTooManyRequests, views.LoginPage(h.loginPage(f.Email, store.ErrTooManyAttempts.Message, f.Next)))
+		return render(c, http.StatusTooManyRequests, views.LoginPage(h.loginPage(f.Email, langOf(c).Refusal(store.ErrTooManyAttempts), f.Next)))
 	}
 	if errors.Is(err, store.ErrBadCredentials) {
 		h.log.InfoContext(c.Request().Context(), "login failed", "ip", c.RealIP())
-		return render(c, http.StatusUnauthorized, views.LoginPage(h.loginPage(f.Email, msgBadCredentials, f.Next)))
+		return render(c, http.StatusUnauthorized, views.LoginPage(h.loginPage(f.Email, langOf(c).T(keyBadCredentials), f.Next)))
 	}
 	if err != nil {
 		return err

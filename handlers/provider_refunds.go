@@ -28,7 +28,7 @@ const providerLedgerTimeout = 5 * time.Second
 func (h *Handler) showProviderRefunds(c echo.Context) error {
 	u := currentUser(c)
 	if u.Role != store.RoleSupport {
-		return store.Errorf(store.CodeForbidden, "Only support can compare the payment provider's refunds with ours.")
+		return store.Refuse(store.CodeForbidden, "refuse.provider_refunds_support", nil)
 	}
 	var p views.ProviderRefunds
 	if h.cfg.ProviderLedger == nil {

@@ -25,7 +25,7 @@ func queueStart(raw string) (store.QueuePlace, error) {
 	if rerr := outOfRange("queue_after", err); rerr != nil {
 		return after, rerr
 	}
-	return after, store.Errorf(store.CodeInvalid, "That is not a page of the approval queue. Open the first page from the home page.")
+	return after, store.Refuse(store.CodeInvalid, "refuse.queue_page", nil)
 }
 
 // approvalQueue is the page of the queue the home page shows an approver.
@@ -39,8 +39,8 @@ func (h *Handler) approvalQueue(c echo.Context) (*store.QueuePage, error) {
 
 // Why a queue stream ends for good, in the words its page shows.
 const (
-	msgQueueSignedOut = "Your session has ended. Log in again to follow the queue."
-	msgQueueDenied    = "The approval queue is not available to you: it is for approvers."
+	msgQueueSignedOut = "refuse.queue_signed_out" // catalogue keys
+	msgQueueDenied    = "refuse.queue_denied"
 )
 
 // streamQueue is GET /queue/events: the approval queue, live, as a state

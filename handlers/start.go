@@ -19,9 +19,9 @@ import (
 
 // errMayNotStart refuses a start from anyone but a customer with the
 // refund_access grant.
-var errMayNotStart = store.Errorf(store.CodeForbidden, "You may not start refunds.")
+var errMayNotStart = store.Refuse(store.CodeForbidden, "refuse.may_not_start", nil)
 
-const msgFormReused = "This form was already used for a different refund request; it is listed under your refund requests. Submit again to make a new request."
+const keyFormReused = "form.reused"
 
 // mayStartRefunds reports whether u may ask for refunds of their orders.
 func mayStartRefunds(u *store.User) bool {
@@ -34,6 +34,7 @@ type startForm struct {
 	OrderID   string
 	Amount    string // major units, "12.50"
 	Reason    string
+	Lang      views.Lang // the language the amount was typed in (zero: English)
 }
 
 // Validate checks the form against the customer's orders and turns it into
@@ -62,7 +63,7 @@ func (f startForm) Validate(orders []store.Order) (store.StartRequest, error) {
 func checkRequestID(raw string) (string, error) {
 	requestID := strings.TrimSpace(raw)
 	if requestID == "" || len(requestID) > store.MaxRequestIDLen || store.ValidText(requestID, false) != nil {
-		return "", store.Errorf(store.CodeInvalid, "This form is out of date. Check the details and submit it again.")
+		return "", store.Refuse(store.CodeInvalid, "form.out_of_date", nil)
 	}
 	return requestID, nil
 }
@@ -72,7 +73,7 @@ func checkRequestID(raw string) (string, error) {
 func (f startForm) order(orders []store.Order) (int64, int64, error) {
 	id, err := strconv.ParseInt(strings.TrimSpace(f.OrderID), 10, 64)
 	if err != nil {
-		return 0, 0, store.Errorf(store.CodeInvalid, "Choose one of your orders.")
+		return 0, 0, store.Refuse(store.CodeInvalid, "form.choose_order", nil)
 	}
 	var order *store.Order
 	for i := range orders {
@@ -81,9 +82,9 @@ func (f startForm) order(orders []store.Order) (int64, int64, error) {
 		}
 	}
 	if order == nil {
-		return 0, 0, store.Errorf(store.CodeInvalid, "Choose one of your orders.")
+		return 0, 0, store.Refuse(store.CodeInvalid, "form.choose_order", nil)
 	}
-	amount, err := parseAmount(f.Amount, store.MinorDigits(order.Currency))
+	amount, err := parseAmount(f.Amount, store.MinorDigits(order.Currency), f.Lang)
 	if err != nil {
 		return 0, 0, err
 	}
@@ -95,46 +96,113 @@ func checkReason(raw string) (string, error) {
 	reason := strings.TrimSpace(raw)
 	switch {
 	case reason == "":
-		return "", store.Errorf(store.CodeInvalid, "Say why you want a refund.")
+		return "", store.Refuse(store.CodeInvalid, "form.no_reason", nil)
 	case len([]rune(reason)) > store.MaxReasonLen:
-		return "", store.Errorf(store.CodeInvalid, "%s", "The reason is too long: keep it under "+strconv.Itoa(store.MaxReasonLen)+" characters.")
+		return "", store.Refuse(store.CodeInvalid, "form.reason_long", map[string]any{"Max": store.MaxReasonLen})
 	}
 	return reason, nil
 }
 
-// parseAmount reads a decimal amount in major units into minor units with
-// digits decimals, exactly: digits only, no floats, no rounding. The
-// decimal separator is a point or a comma ("12.50", "12,50"); there is no
-// grouping, so "1,000.00" is refused rather than guessed at.
-func parseAmount(s string, digits int) (int64, error) {
+// parseAmount reads a decimal amount in major units, as typed in language
+// l, into minor units with digits decimals, exactly: digits only, no
+// floats, no rounding. The marks are l's (CLDR): "1,299.50" in English,
+// "1.299,50" in German. The other of "." and "," is read as a decimal
+// mark too where it cannot be l's grouping ("12,50" in English), and an
+// amount that reads two ways ("1,000" of a currency with three decimals)
+// is refused in words rather than guessed at.
+func parseAmount(s string, digits int, l views.Lang) (int64, error) {
 	s = strings.TrimSpace(s)
 	if s == "" {
-		return 0, invalidAmount("Enter the amount to refund.")
+		return 0, invalidAmount("form.amount.empty", nil)
 	}
-	whole, frac, hasPoint := strings.Cut(strings.Replace(s, ",", ".", 1), ".")
-	if whole == "" || !allDigits(whole) || !allDigits(frac) || (hasPoint && frac == "") {
+	dec, grp := l.Marks()
+	if strings.TrimSpace(grp) == "" {
+		// A space groups ("1 299,50"): whichever space was typed.
+		s = strings.NewReplacer(" ", grp, "\u00a0", grp, "\u202f", grp).Replace(s)
+	}
+	if readsTwoWays(s, dec, grp, digits) {
+		w, f, _ := strings.Cut(s, grp)
+		return 0, invalidAmount("form.amount.ambiguous", map[string]any{"Typed": strconv.Quote(s), "Whole": w + f, "Fraction": w + dec + f})
+	}
+	whole, frac, hasPoint, ok := splitAmount(s, dec, grp)
+	if !ok || whole == "" || !allDigits(whole) || !allDigits(frac) || (hasPoint && frac == "") {
 		if digits == 0 {
-			return 0, invalidAmount("Enter the amount as a whole number, like 1500.")
+			return 0, invalidAmount("form.amount.whole", nil)
 		}
-		return 0, invalidAmount("Enter the amount as a number, like 12.50 or 12,50.")
+		return 0, invalidAmount("form.amount.number", map[string]any{"Example": "12" + dec + "50", "Other": "12" + otherMark(dec) + "50"})
 	}
 	if len(frac) > digits {
 		if digits == 0 {
-			return 0, invalidAmount("This currency has no cents: enter a whole number.")
+			return 0, invalidAmount("form.amount.no_cents", nil)
 		}
-		return 0, invalidAmount("Enter the amount with at most " + strconv.Itoa(digits) + " decimals.")
+		return 0, invalidAmount("form.amount.decimals", map[string]any{"Digits": digits})
 	}
 	minor, err := strconv.ParseInt(whole+frac+strings.Repeat("0", digits-len(frac)), 10, 64)
 	if err != nil {
-		return 0, invalidAmount("The amount is too large.")
+		return 0, invalidAmount("form.amount.too_large", nil)
 	}
 	if minor <= 0 {
-		return 0, invalidAmount("The amount must be more than zero.")
+		return 0, invalidAmount("form.amount.not_positive", nil)
 	}
 	return minor, nil
 }
 
-func invalidAmount(msg string) error { return store.Errorf(store.CodeInvalid, "%s", msg) }
+// otherMark is the one of "." and "," that dec is not: read as a decimal
+// mark too where it cannot be grouping.
+func otherMark(dec string) string {
+	if dec == "." {
+		return ","
+	}
+	return "."
+}
+
+// readsTwoWays reports whether s is grouped by one mark that could as well
+// be a decimal mark, for a currency with that many decimals: "1,000" of a
+// currency with three is a thousand in English, one in German.
+func readsTwoWays(s, dec, grp string, digits int) bool {
+	return digits >= 3 && grp == otherMark(dec) && !strings.Contains(s, dec) &&
+		strings.Count(s, grp) == 1 && grouped(s, grp)
+}
+
+// splitAmount splits s at its decimal mark into whole (grouping taken
+// out) and fraction, unchecked; ok is false when grouping is misplaced.
+// With no decimal mark of l's, a lone other mark that is not l's
+// grouping is the decimal mark ("12,50" in English).
+func splitAmount(s, dec, grp string) (whole, frac string, hasPoint, ok bool) {
+	if alt := otherMark(dec); !strings.Contains(s, dec) && strings.Count(s, alt) == 1 && !(alt == grp && grouped(s, grp)) {
+		dec = alt
+	}
+	if strings.Count(s, dec) > 1 {
+		return "", "", false, false
+	}
+	whole, frac, hasPoint = strings.Cut(s, dec)
+	if strings.Contains(whole, grp) {
+		if !grouped(whole, grp) {
+			return "", "", false, false
+		}
+		whole = strings.ReplaceAll(whole, grp, "")
+	}
+	return whole, frac, hasPoint, true
+}
+
+// grouped reports whether s is digits grouped by sep in threes from the
+// right ("1,299", "12,345,678"), with at least one sep.
+func grouped(s, sep string) bool {
+	parts := strings.Split(s, sep)
+	if len(parts) < 2 || len(parts[0]) < 1 || len(parts[0]) > 3 || !allDigits(parts[0]) {
+		return false
+	}
+	for _, p := range parts[1:] {
+		if len(p) != 3 || !allDigits(p) {
+			return false
+		}
+	}
+	return true
+}
+
+func invalidAmount(key string, data map[string]any) error {
+	return store.Refuse(store.CodeInvalid, key, data)
+}
 
 func allDigits(s string) bool {
 	for _, r := range s {
@@ -157,7 +225,7 @@ type requestForm struct {
 // readRequestForm reads the posted form. Each ticked order's amount is its
 // own field (amount_ID); a post naming one order with the single amount
 // field (the form before orders could be ticked together) reads the same.
-func readRequestForm(values url.Values) requestForm {
+func readRequestForm(values url.Values, l views.Lang) requestForm {
 	f := requestForm{RequestID: values.Get("request_id"), Reason: values.Get("reason"), RetryOf: values.Get("retry_of")}
 	ids := values["order_id"]
 	for _, id := range ids {
@@ -165,7 +233,7 @@ func readRequestForm(values url.Values) requestForm {
 		if amount == "" && len(ids) == 1 {
 			amount = values.Get("amount")
 		}
-		f.Picks = append(f.Picks, startForm{OrderID: id, Amount: amount})
+		f.Picks = append(f.Picks, startForm{OrderID: id, Amount: amount, Lang: l})
 	}
 	return f
 }
@@ -182,17 +250,16 @@ func (f requestForm) Validate(orders []store.Order, max int) (store.FamilyReques
 	}
 	switch {
 	case len(f.Picks) == 0:
-		return store.FamilyRequest{}, store.Errorf(store.CodeInvalid, "Tick at least one of your orders.")
+		return store.FamilyRequest{}, store.Refuse(store.CodeInvalid, "form.no_orders", nil)
 	case len(f.Picks) > max:
-		return store.FamilyRequest{}, store.Errorf(store.CodeInvalid,
-			"One request may refund at most %d orders; you ticked %d. Ask for the others in another request.", max, len(f.Picks))
+		return store.FamilyRequest{}, store.Refuse(store.CodeInvalid, "form.too_many_orders", map[string]any{"Max": max, "Count": len(f.Picks)})
 	}
 	req := store.FamilyRequest{ClientRequestID: requestID}
 	if raw := strings.TrimSpace(f.RetryOf); raw != "" {
 		id, err := uuid.Parse(raw)
 		if err != nil {
 			// The server wrote it: it is not the form the server served.
-			return store.FamilyRequest{}, store.Errorf(store.CodeInvalid, "This form is out of date. Check the details and submit it again.")
+			return store.FamilyRequest{}, store.Refuse(store.CodeInvalid, "form.out_of_date", nil)
 		}
 		req.RetryOf = uuid.NullUUID{UUID: id, Valid: true}
 	}
@@ -201,7 +268,7 @@ func (f requestForm) Validate(orders []store.Order, max int) (store.FamilyReques
 		if err != nil {
 			var e *store.Error
 			if len(f.Picks) > 1 && errors.As(err, &e) {
-				e.Message = "Order #" + strings.TrimSpace(p.OrderID) + ": " + e.Message
+				err = store.Refuse(e.Code, "form.order_n", map[string]any{"Order": strings.TrimSpace(p.OrderID), "Why": e})
 			}
 			return store.FamilyRequest{}, err
 		}
@@ -230,7 +297,7 @@ func (h *Handler) startRun(c echo.Context) error {
 	case err != nil:
 		return echo.NewHTTPError(http.StatusBadRequest).SetInternal(err)
 	}
-	f := readRequestForm(values)
+	f := readRequestForm(values, langOf(c))
 	orders, err := h.store.OrdersByCustomer(ctx, u.ID)
 	if err != nil {
 		return err
@@ -281,18 +348,19 @@ func (h *Handler) refuseStart(c echo.Context, f requestForm, err error) error {
 		form.Amounts[id] = p.Amount
 	}
 	status := http.StatusUnprocessableEntity
+	l := langOf(c)
 	switch store.ErrorCode(err) {
 	case store.CodeInvalid:
-		form.Error = sentence(err.Error())
+		form.Error = sentence(l.Refusal(err))
 	case store.CodeIdempotencyConflict:
 		// This form's ID already started another request: keep what was
 		// typed, with a new ID, so submitting again is a new request.
-		form.Error = msgFormReused
+		form.Error = l.T(keyFormReused)
 		form.RequestID = uuid.NewString()
 	case store.CodeRateLimited:
 		// Keep what was typed, and the same ID: nothing was started, so
 		// submitting again later is still this one request.
-		form.Error = err.Error()
+		form.Error = l.Refusal(err)
 		status = http.StatusTooManyRequests
 		setRetryAfter(c, err)
 	default:
@@ -309,7 +377,7 @@ func sentence(msg string) string {
 	}
 	r := []rune(msg)
 	r[0] = unicode.ToUpper(r[0])
-	if !strings.HasSuffix(msg, ".") {
+	if !strings.HasSuffix(msg, ".") && !strings.HasSuffix(msg, "。") {
 		r = append(r, '.')
 	}
 	return string(r)

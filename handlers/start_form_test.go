@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 func TestStartForm_Validate(t *testing.T) {
@@ -44,7 +45,7 @@ func TestStartForm_Validate(t *testing.T) {
 		{"zero", func(f *startForm) { f.Amount = "0.00" }, "more than zero"},
 		{"negative", func(f *startForm) { f.Amount = "-1" }, "like 12.50"},
 		{"three decimals", func(f *startForm) { f.Amount = "1.005" }, "at most 2 decimals"},
-		{"grouped thousands", func(f *startForm) { f.Amount = "1,000.00" }, "like 12.50 or 12,50"},
+		{"misplaced grouping", func(f *startForm) { f.Amount = "1,00.00" }, "like 12.50 or 12,50"},
 		{"exponent", func(f *startForm) { f.Amount = "1e3" }, "like 12.50"},
 		{"trailing point", func(f *startForm) { f.Amount = "12." }, "like 12.50"},
 		{"overflow", func(f *startForm) { f.Amount = "999999999999999999999" }, "too large"},
@@ -79,14 +80,17 @@ func TestParseAmount(t *testing.T) {
 		{"007.10", 2, 710},
 		{"1500", 0, 1500},
 		{"92233720368547758.07", 2, 9223372036854775807},
+		{"1,000.00", 2, 100000},
+		{"1,000", 2, 100000},
+		{"1,000", 0, 1000},
 	} {
-		got, err := parseAmount(tc.in, tc.digits)
+		got, err := parseAmount(tc.in, tc.digits, views.English)
 		if err != nil || got != tc.want {
 			t.Errorf("parseAmount(%q, %d) = %d, %v; want %d", tc.in, tc.digits, got, err, tc.want)
 		}
 	}
-	for _, in := range []string{"", ".5", "1.2.3", "١٢", "+1", "92233720368547758.08", "0", "1,000.00", "1.000,00", "1,2,3", ",5", "1,000"} {
-		if got, err := parseAmount(in, 2); err == nil {
+	for _, in := range []string{"", ".5", "1.2.3", "١٢", "+1", "92233720368547758.08", "0", "1.000,00", "1,2,3", ",5", "1,00.00", "12,3456.7"} {
+		if got, err := parseAmount(in, 2, views.English); err == nil {
 			t.Errorf("parseAmount(%q) = %d, want an error", in, got)
 		}
 	}

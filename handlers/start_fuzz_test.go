@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // fuzzOrders are the customer's orders in the form fuzz: one currency with
@@ -24,16 +25,18 @@ var fuzzOrders = []store.Order{
 	{ID: 4, Amount: 150000, Currency: "JPY", Refundable: 150000},
 }
 
-// FuzzParseAmount holds parseAmount to its rule, spelled out apart from
-// it: digits, at most one decimal point or comma with at least one digit
-// on each side and
-// no more decimals than the currency has, more than zero, within int64. An
+// FuzzParseAmount holds parseAmount to its rule in English, spelled out
+// apart from it: digits, grouped in threes by commas or not, then at most
+// one decimal point with at least one digit after it; or digits, a lone
+// comma that is not grouping, and digits ("12,50"); no more decimals than
+// the currency has, more than zero, within int64. An
 // accepted amount formats back, through FormatMoney, to the same number;
 // anything else is a store.Error the form shows in words.
 func FuzzParseAmount(f *testing.F) {
 	for _, s := range []string{"12.50", "12.5", "12", "0.01", "007.10", " 1500 ", "92233720368547758.07",
 		"92233720368547758.08", "9223372036854775807", "", ".5", "5.", "1.2.3", "1,000.00", "-1", "+1", "0",
-		"0.00", "1e3", "١٢", "１２", "12.5\u00a0", "0x10", "1_000", "1.005", "3,50", "3,5", "1,000", ",5", "5,", "1,2,3", "1.2,3"} {
+		"0.00", "1e3", "١٢", "１２", "12.5\u00a0", "0x10", "1_000", "1.005", "3,50", "3,5", "1,000", ",5", "5,", "1,2,3", "1.2,3",
+		"1,299.50", "12,345,678.9", "1,23.4", ",123", "1,2345", "1234,567"} {
 		f.Add(s, false)
 		f.Add(s, true)
 	}
@@ -43,7 +46,7 @@ func FuzzParseAmount(f *testing.F) {
 			currency = "JPY"
 		}
 		digits := store.MinorDigits(currency)
-		minor, err := parseAmount(s, digits)
+		minor, err := parseAmount(s, digits, views.English)
 
 		want, ok := amountByRule(s, digits)
 		if !ok {
@@ -62,23 +65,41 @@ func FuzzParseAmount(f *testing.F) {
 		if got, wantText := shown, canonicalAmount(s, digits); got != wantText {
 			t.Errorf("FormatMoney(%d, %s) reads %q, want %q (typed %q)", minor, currency, got, wantText, s)
 		}
-		if back, err := parseAmount(shown, digits); err != nil || back != minor {
+		if back, err := parseAmount(shown, digits, views.English); err != nil || back != minor {
 			t.Errorf("parseAmount(%q) = %d, %v; want %d back", shown, back, err, minor)
 		}
 	})
 }
 
-// amountPattern is an amount as the form takes it, before range checks.
-var amountPattern = regexp.MustCompile(`^([0-9]+)(?:[.,]([0-9]+))?$`)
+// English amounts as the form takes them, before range checks: grouped
+// (or not) with a decimal point, or with a decimal comma that cannot be
+// grouping.
+var (
+	amountPattern      = regexp.MustCompile(`^([0-9]+|[0-9]{1,3}(?:,[0-9]{3})+)(?:\.([0-9]+))?$`)
+	amountCommaPattern = regexp.MustCompile(`^([0-9]+),([0-9]+)$`)
+)
+
+// amountParts are the whole digits (grouping taken out) and decimals of
+// s by the rule, and whether it follows the rule.
+func amountParts(s string) (whole, frac string, ok bool) {
+	s = strings.TrimSpace(s)
+	if m := amountPattern.FindStringSubmatch(s); m != nil {
+		return strings.ReplaceAll(m[1], ",", ""), m[2], true
+	}
+	if m := amountCommaPattern.FindStringSubmatch(s); m != nil {
+		return m[1], m[2], true
+	}
+	return "", "", false
+}
 
 // amountByRule is the minor units s stands for with digits decimals, and
 // whether the form accepts it.
 func amountByRule(s string, digits int) (int64, bool) {
-	m := amountPattern.FindStringSubmatch(strings.TrimSpace(s))
-	if m == nil || len(m[2]) > digits {
+	whole, frac, ok := amountParts(s)
+	if !ok || len(frac) > digits {
 		return 0, false
 	}
-	n, _ := new(big.Int).SetString(m[1]+m[2]+strings.Repeat("0", digits-len(m[2])), 10)
+	n, _ := new(big.Int).SetString(whole+frac+strings.Repeat("0", digits-len(frac)), 10)
 	if n.Sign() <= 0 || !n.IsInt64() {
 		return 0, false
 	}
@@ -88,8 +109,8 @@ func amountByRule(s string, digits int) (int64, bool) {
 // canonicalAmount is s as FormatMoney writes its number: no leading zeros,
 // exactly digits decimals, no grouping.
 func canonicalAmount(s string, digits int) string {
-	m := amountPattern.FindStringSubmatch(strings.TrimSpace(s))
-	whole, frac := strings.TrimLeft(m[1], "0"), m[2]
+	whole, frac, _ := amountParts(s)
+	whole = strings.TrimLeft(whole, "0")
 	if whole == "" {
 		whole = "0"
 	}

@@ -52,7 +52,7 @@ func (h *Handler) serveFamilyStream(c echo.Context, f streamFormat, run *store.R
 		if f.answersDenialInStream() {
 			return echo.NewHTTPError(http.StatusBadRequest, sentence(err.Error()))
 		}
-		return apiBadRequest(c, store.CodeCursorInvalid, sentence(err.Error()))
+		return apiRefuse(c, store.CodeCursorInvalid, err)
 	}
 	u := currentUser(c)
 	viewer := viewerOf(c, u, run, access)

@@ -107,7 +107,7 @@ func (h *Handler) streamRuns(c echo.Context) error {
 			// A request's page follows its whole family, with a family
 			// cursor, on its own stream (GET /runs/{id}/events); here it
 			// would be followed as a lone run, without its refunds.
-			data, err := renderBytes(c.Request().Context(), views.StreamClose(msgRequestOwnStream, true))
+			data, err := renderBytes(c.Request().Context(), views.StreamClose(langOf(c).T(keyRequestOwnStream), true))
 			if err != nil {
 				return err
 			}
@@ -121,8 +121,8 @@ func (h *Handler) streamRuns(c echo.Context) error {
 	return sc.Serve()
 }
 
-// msgRequestOwnStream is why GET /streams does not follow a request.
-const msgRequestOwnStream = "A request is followed with its refunds on its own page's stream; reload the page to follow it."
+// keyRequestOwnStream is why GET /streams does not follow a request.
+const keyRequestOwnStream = "refuse.request_own_stream"
 
 // refuseStream answers a stream the viewer may not have with the close
 // event, so the browser stops asking.

@@ -18,8 +18,8 @@ type roleGate struct {
 	h         *Handler
 	cred      store.StreamCredential
 	role      string
-	signedOut string // words for a viewer whose session has ended
-	denied    string // words for a viewer of another role
+	signedOut string // catalogue key of the words for a viewer whose session has ended
+	denied    string // catalogue key of the words for a viewer of another role
 }
 
 // refuse answers a request the gate does not let through with the close
@@ -35,7 +35,7 @@ func (g roleGate) refuse(c echo.Context, u *store.User) (bool, error) {
 }
 
 func (g roleGate) answer(c echo.Context, msg string) error {
-	data, err := renderBytes(c.Request().Context(), views.StreamClosed(msg))
+	data, err := renderBytes(c.Request().Context(), views.StreamClosed(langOf(c).T(msg)))
 	if err != nil {
 		return err
 	}

@@ -28,7 +28,7 @@ const familyReadLimit = 1000
 func (h *Handler) showSupportRuns(c echo.Context) error {
 	u := currentUser(c)
 	if u.Role != store.RoleSupport {
-		return store.Errorf(store.CodeForbidden, "Only support can search every run.")
+		return store.Refuse(store.CodeForbidden, "refuse.support_search", nil)
 	}
 	q := views.SupportSearch{Query: strings.TrimSpace(c.QueryParam("q")), State: c.QueryParam("state"), Page: 1, Per: supportPageSize}
 	status := http.StatusOK

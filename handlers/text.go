@@ -30,7 +30,7 @@ var textHeaders = []string{"Idempotency-Key", "Last-Event-ID"}
 // checkText is the one validator: nil, or the 422 naming field.
 func checkText(field, value string) error {
 	if err := store.ValidText(value, true); err != nil {
-		return store.Errorf(store.CodeInvalid, "The field %s %s.", strconv.Quote(field), err.Error())
+		return store.Refuse(store.CodeInvalid, "refuse.field_text", map[string]any{"Field": strconv.Quote(field), "Why": err})
 	}
 	return nil
 }
@@ -133,7 +133,7 @@ func checkJSONString(data []byte, levels []jsonLevel, from, to int) error {
 	s := string(raw)
 	if bytes.IndexByte(raw, '\\') >= 0 {
 		if loneSurrogate(raw) {
-			return store.Errorf(store.CodeInvalid, "The field %s holds half of a UTF-16 surrogate pair (\\ud800 to \\udfff alone), which is not text.", strconv.Quote(field()))
+			return store.Refuse(store.CodeInvalid, "refuse.field_surrogate", map[string]any{"Field": strconv.Quote(field()), "From": `\ud800`, "To": `\udfff`})
 		}
 		if json.Unmarshal(quoted, &s) != nil {
 			return nil // no JSON: json.Valid refuses it

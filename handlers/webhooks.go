@@ -56,17 +56,17 @@ func (f *webhookForm) Validate() error {
 	f.URL, f.Description = strings.TrimSpace(f.URL), strings.TrimSpace(f.Description)
 	switch {
 	case f.URL == "":
-		return store.Errorf(codeInvalidWebhookURL, "Give the URL the events are sent to.")
+		return store.Refuse(codeInvalidWebhookURL, "refuse.webhook_no_url", nil)
 	case len(f.URL) > maxWebhookURL:
-		return store.Errorf(codeInvalidWebhookURL, "The URL is longer than %d characters.", maxWebhookURL)
+		return store.Refuse(codeInvalidWebhookURL, "refuse.webhook_url_long", map[string]any{"Max": maxWebhookURL})
 	case utf8.RuneCountInString(f.Description) > maxWebhookDescription:
-		return store.Errorf(store.CodeInvalid, "The description is longer than %d characters.", maxWebhookDescription)
+		return store.Refuse(store.CodeInvalid, "refuse.webhook_description_long", map[string]any{"Max": maxWebhookDescription})
 	}
 	business := slices.DeleteFunc(store.EventTypes(), func(t string) bool { return store.ClassOf(t) != store.ClassBusiness })
 	for _, t := range f.EventTypes {
 		if !slices.Contains(business, t) {
-			return store.Errorf(codeUnknownEventType, "%q is not a business event type a webhook can receive; they are: %s.",
-				t, strings.Join(business, ", "))
+			return store.Refuse(codeUnknownEventType, "refuse.webhook_unknown_type",
+				map[string]any{"Type": strconv.Quote(t), "Types": strings.Join(business, ", ")})
 		}
 	}
 	slices.Sort(f.EventTypes)
@@ -82,7 +82,7 @@ func (h *Handler) addWebhook(ctx context.Context, admin *store.User, f webhookFo
 	}
 	if err := h.cfg.WebhookPolicy.Check(ctx, f.URL); err != nil {
 		if errors.Is(err, outbound.ErrRefusedURL) {
-			return store.WebhookEndpoint{}, store.Errorf(codeInvalidWebhookURL, "%s", refusedWords(err))
+			return store.WebhookEndpoint{}, refusedWords(err)
 		}
 		return store.WebhookEndpoint{}, err
 	}
@@ -93,16 +93,22 @@ func (h *Handler) addWebhook(ctx context.Context, admin *store.User, f webhookFo
 	ep, err := h.store.AddWebhook(ctx, store.NewWebhook{URL: f.URL, Description: f.Description, EventTypes: f.EventTypes,
 		Secret: secret, CreatedBy: admin.ID}, h.cfg.MaxWebhooks)
 	if errors.Is(err, store.ErrConflict) {
-		return ep, store.Errorf(codeTooManyWebhooks, "%s", err.Error())
+		var se *store.Error
+		if errors.As(err, &se) {
+			tooMany := *se
+			tooMany.Code = codeTooManyWebhooks
+			return ep, &tooMany
+		}
+		return ep, err
 	}
 	return ep, err
 }
 
 // refusedWords are the policy's words for a refused URL, without the
 // package's prefix, as a sentence.
-func refusedWords(err error) string {
+func refusedWords(err error) *store.Error {
 	msg := strings.TrimPrefix(err.Error(), outbound.ErrRefusedURL.Error()+": ")
-	return "This URL cannot receive webhooks: " + msg + "."
+	return store.Refuse(codeInvalidWebhookURL, "refuse.webhook_url_refused", map[string]any{"Why": msg})
 }
 
 // rotateWebhook gives an endpoint a new secret; the old one signs beside
@@ -138,7 +144,7 @@ func parseFrom(v string) (time.Time, error) {
 	if t, err := time.ParseInLocation("2006-01-02T15:04", v, time.UTC); err == nil {
 		return t, nil
 	}
-	return time.Time{}, store.Errorf(store.CodeInvalid, "%q is not a time such as 2026-01-02T15:04:05Z.", v)
+	return time.Time{}, store.Refuse(store.CodeInvalid, "refuse.not_a_time", map[string]any{"Value": strconv.Quote(v)})
 }
 
 // apiWebhook is an endpoint as the API shows it: never its secrets.
@@ -193,7 +199,7 @@ func newAPIWebhook(ep store.WebhookEndpoint, oldest time.Time, now time.Time) ap
 func (h *Handler) apiCreateWebhook(c echo.Context) error {
 	var f webhookForm
 	if bad := decodeJSON(c.Request().Body, &f); bad != nil {
-		return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: bad.message}})
+		return writeBad(c, bad)
 	}
 	ep, err := h.addWebhook(c.Request().Context(), currentUser(c), f)
 	if err != nil {
@@ -268,7 +274,7 @@ func (h *Handler) apiEnableWebhook(c echo.Context) error {
 	var body apiEnableBody
 	if c.Request().ContentLength != 0 {
 		if bad := decodeJSON(c.Request().Body, &body); bad != nil {
-			return c.JSON(bad.status, apiError{Error: apiErrorBody{Code: bad.code, Message: bad.message}})
+			return writeBad(c, bad)
 		}
 	}
 	from, err := parseFrom(body.From)

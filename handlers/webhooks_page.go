@@ -102,7 +102,7 @@ func (h *Handler) saveWebhook(c echo.Context) error {
 	ep, err := h.addWebhook(c.Request().Context(), currentUser(c), f)
 	var se *store.Error
 	if errors.As(err, &se) {
-		p := problemFor(err)
+		p := problemIn(err, langOf(c))
 		return h.renderWebhooks(c, p.status, views.AdminWebhooks{Error: p.message,
 			Form: views.WebhookFormValues{URL: f.URL, Description: f.Description, EventTypes: f.EventTypes}})
 	}

@@ -54,18 +54,16 @@ func askAgainOf(ctx context.Context, q sqlx.QueryerContext, ownerID int64, runID
 	}
 	if len(rows) == 0 || rows[0].ID != runID || rows[0].OwnerID != ownerID {
 		// Someone else's run is answered like a missing one.
-		return nil, Errorf(CodeNotFound, "There is no run %s among your requests.", runID)
+		return nil, Refuse(CodeNotFound, "refuse.again_no_run", map[string]any{"Run": runID})
 	}
 	r := &rows[0]
 	if !Terminal(r.State) {
-		return nil, &Error{Code: CodeConflict, State: r.State,
-			Message: "This request is still going: it can be asked again once it has ended without a refund."}
+		return nil, refuseIn(r.State, "refuse.again_still_going", nil)
 	}
 	a := &AskAgain{Run: r}
 	if !r.IsParent() {
 		if r.State == StateCompleted {
-			return nil, &Error{Code: CodeConflict, State: r.State,
-				Message: "This request was refunded: only a request that ended without a refund can be asked again."}
+			return nil, refuseIn(r.State, "refuse.again_refunded", nil)
 		}
 		a.Refunds = []RefundItem{{OrderID: r.OrderID, Amount: r.Amount}}
 		return a, nil
@@ -76,8 +74,7 @@ func askAgainOf(ctx context.Context, q sqlx.QueryerContext, ownerID int64, runID
 		}
 	}
 	if len(a.Refunds) == 0 {
-		return nil, &Error{Code: CodeConflict, State: r.State,
-			Message: "Every refund of this request was made: only a request that ended without a refund can be asked again."}
+		return nil, refuseIn(r.State, "refuse.again_all_refunded", nil)
 	}
 	return a, nil
 }

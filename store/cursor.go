@@ -22,7 +22,7 @@ func ParseCursor(raw string) (int64, error) {
 	n, err := strconv.ParseInt(s, 10, 64)
 	// Only the seq's own spelling: "+7" or "007" was never an id we sent.
 	if err != nil || n < 0 || strconv.FormatInt(n, 10) != s {
-		return 0, Errorf(CodeCursorInvalid, "the cursor %s is not a sequence number", QuoteCursor(raw))
+		return 0, Refuse(CodeCursorInvalid, "refuse.cursor_not_seq", map[string]any{"Cursor": QuoteCursor(raw)})
 	}
 	return n, nil
 }
@@ -53,13 +53,13 @@ func (r *Run) CheckCursor(cursor int64) error {
 func checkCursor(cursor, lastSeq, floor int64, gaps []int64) error {
 	switch {
 	case cursor < 0 || cursor > lastSeq:
-		return Errorf(CodeCursorInvalid, "cursor %d is outside this run's log (0..%d)", cursor, lastSeq)
+		return Refuse(CodeCursorInvalid, "refuse.cursor_outside", map[string]any{"Cursor": cursor, "Last": lastSeq})
 	case cursor < floor:
-		return Errorf(CodeCursorExpired, "events after %d are no longer kept (the history is whole from seq %d)", cursor, floor+1)
+		return Refuse(CodeCursorExpired, "refuse.cursor_expired", map[string]any{"Cursor": cursor, "From": floor + 1})
 	}
 	for _, g := range skipped(gaps) {
 		if cursor >= g.From && cursor <= g.To {
-			return Errorf(CodeCursorInvalid, "cursor %d names no event of this run: seqs %d–%d were skipped when the database restarted", cursor, g.From, g.To)
+			return Refuse(CodeCursorInvalid, "refuse.cursor_skipped", map[string]any{"Cursor": cursor, "From": g.From, "To": g.To})
 		}
 	}
 	return nil

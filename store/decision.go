@@ -174,7 +174,7 @@ func decidedBy(ctx context.Context, tx *txn, userID int64, reason string) (Decid
 // checkDecisionReason refuses a reason too long to store.
 func checkDecisionReason(reason string) error {
 	if utf8.RuneCountInString(reason) > MaxDecisionReasonLen {
-		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxDecisionReasonLen)
+		return Refuse(CodeInvalid, "refuse.decision_reason_long", map[string]any{"Max": MaxDecisionReasonLen})
 	}
 	return nil
 }
@@ -262,14 +262,13 @@ func judgeApproval(r *Run, a *Approval, approverID int64) Decision {
 	case a.Decision.Valid:
 		return Decision{Outcome: DecisionAlreadyMade}
 	case r.OwnerID == approverID:
-		return Decision{Outcome: DecisionNotAllowed, Why: Errorf(CodeForbidden, "you cannot approve your own refund request")}
+		return Decision{Outcome: DecisionNotAllowed, Why: Refuse(CodeForbidden, "refuse.approve_own", nil)}
 	case Terminal(r.State):
 		return Decision{Outcome: DecisionRunFinished}
 	case r.CancelRequested():
-		return Decision{Outcome: DecisionNotAllowed, Why: &Error{Code: CodeConflict, Message: "the run is being canceled", State: r.State}}
+		return Decision{Outcome: DecisionNotAllowed, Why: refuseIn(r.State, "refuse.being_canceled", nil)}
 	case r.ProviderCheck:
-		return Decision{Outcome: DecisionNotAllowed, Why: &Error{Code: CodeConflict, State: r.State,
-			Message: "the payment provider is being asked whether this refund was made already (the database changed over and may have lost its record of it): decide once it has answered"}}
+		return Decision{Outcome: DecisionNotAllowed, Why: refuseIn(r.State, "refuse.provider_check", nil)}
 	}
 	return Decision{Outcome: DecisionAccepted}
 }
@@ -281,8 +280,7 @@ func NeedsApproval(amount, threshold int64) bool { return amount >= threshold }
 // NotAwaitingApproval is the conflict of a decision on a run that does not
 // wait for one (yet, or any more), with the state it is in.
 func NotAwaitingApproval(r *Run) *Error {
-	return &Error{Code: CodeConflict, State: r.State,
-		Message: "this run is not waiting for an approval (it is " + strings.ReplaceAll(r.State, "_", " ") + ")"}
+	return refuseIn(r.State, "refuse.not_awaiting", map[string]any{"State": strings.ReplaceAll(r.State, "_", " ")})
 }
 
 // CancelTooLate is the one rule for how late a cancel may come: once any

@@ -47,9 +47,9 @@ type FamilyRequest struct {
 func (r *FamilyRequest) Validate() error {
 	switch {
 	case len(r.Refunds) == 0:
-		return Errorf(CodeInvalid, "name at least one order to refund")
+		return Refuse(CodeInvalid, "refuse.family_no_orders", nil)
 	case r.MaxChildren > 0 && len(r.Refunds) > r.MaxChildren:
-		return Errorf(CodeInvalid, "one request may refund at most %d orders; this one names %d", r.MaxChildren, len(r.Refunds))
+		return Refuse(CodeInvalid, "refuse.family_too_many", map[string]any{"Max": r.MaxChildren, "Count": len(r.Refunds)})
 	}
 	seen := map[int64]bool{}
 	for i, it := range r.Refunds {
@@ -57,13 +57,13 @@ func (r *FamilyRequest) Validate() error {
 		if err := one.Validate(); err != nil {
 			var e *Error
 			if errors.As(err, &e) && (it.OrderID <= 0 || it.Amount <= 0) {
-				e.Message = fmt.Sprintf("refund %d: %s", i+1, e.Message)
+				return Refuse(e.Code, "refuse.refund_n", map[string]any{"N": i + 1, "Why": e})
 			}
 			return err
 		}
 		r.Reason, r.ClientRequestID = one.Reason, one.ClientRequestID
 		if seen[it.OrderID] {
-			return Errorf(CodeInvalid, "order %d is named twice: ask for one refund per order", it.OrderID)
+			return Refuse(CodeInvalid, "refuse.family_order_twice", map[string]any{"Order": it.OrderID})
 		}
 		seen[it.OrderID] = true
 	}
@@ -152,10 +152,10 @@ func lockOrders(ctx context.Context, tx *txn, req FamilyRequest) (map[int64]Orde
 		o, ok := orders[it.OrderID]
 		if !ok {
 			// Someone else's order is answered like a missing one.
-			return nil, Errorf(CodeInvalid, "there is no order %d among your orders", it.OrderID)
+			return nil, Refuse(CodeInvalid, "refuse.no_such_order", map[string]any{"Order": it.OrderID})
 		}
 		if left := o.Amount - reserved[o.ID]; it.Amount > left {
-			return nil, Errorf(CodeInvalid, "the amount for order %d is more than what is still refundable on it (%s)", o.ID, FormatMoney(left, o.Currency))
+			return nil, Refuse(CodeInvalid, "refuse.family_more_than_left", map[string]any{"Order": o.ID, "Left": Amount{left, o.Currency}})
 		}
 	}
 	if len(currencies) > 1 {
@@ -164,7 +164,7 @@ func lockOrders(ctx context.Context, tx *txn, req FamilyRequest) (map[int64]Orde
 			names = append(names, c)
 		}
 		slices.Sort(names)
-		return nil, Errorf(CodeInvalid, "the orders are paid in different currencies (%s): ask for each currency's refunds separately", strings.Join(names, ", "))
+		return nil, Refuse(CodeInvalid, "refuse.family_currencies", map[string]any{"Currencies": strings.Join(names, ", ")})
 	}
 	return orders, nil
 }
@@ -244,7 +244,7 @@ func existingFamily(ctx context.Context, tx *txn, req FamilyRequest) (*Family, e
 		same = fam.Children[i].OrderID == req.Refunds[i].OrderID && fam.Children[i].Amount == req.Refunds[i].Amount
 	}
 	if !same {
-		return nil, Errorf(CodeIdempotencyConflict, "this request ID was already used for a different refund request")
+		return nil, Refuse(CodeIdempotencyConflict, "refuse.family_key_reused", nil)
 	}
 	return fam, nil
 }

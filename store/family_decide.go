@@ -122,8 +122,7 @@ func familyApprovalOutcome(parent *Run, kids []Decision) (DecisionOutcome, error
 	case Terminal(parent.State):
 		return DecisionRunFinished, nil
 	}
-	return DecisionNotAllowed, &Error{Code: CodeConflict, State: parent.State,
-		Message: "no refund of this request waits for an approval"}
+	return DecisionNotAllowed, refuseIn(parent.State, "refuse.family_none_waiting", nil)
 }
 
 // FamilyAskedApproval reports whether any child of the parent ever asked

@@ -48,7 +48,7 @@ const (
 
 // ErrTooManyAttempts refuses a login attempt before the password is looked
 // at.
-var ErrTooManyAttempts = &Error{Code: CodeRateLimited, Message: "Too many attempts; wait a minute and try again."}
+var ErrTooManyAttempts = &Error{Code: CodeRateLimited, Key: "refuse.too_many_attempts"}
 
 type throttle struct {
 	key []byte

@@ -82,7 +82,7 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 			return "", nil, fmt.Errorf("store: load operation: %w", err)
 		}
 		if Terminal(r.State) {
-			return "", nil, Errorf(CodeConflict, "the run has already %s", r.State)
+			return "", nil, Refuse(CodeConflict, "refuse.run_already_ended", map[string]any{"State": r.State})
 		}
 		if r.CancelRequested() {
 			return "", nil, ErrCancelRequested
@@ -99,8 +99,8 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 			return "", nil, fmt.Errorf("store: committed refunds: %w", err)
 		}
 		if committed+r.Amount > paid {
-			return "", nil, Errorf(CodeConflict, "refunding %s would take this order's refunds past the %s paid",
-				FormatMoney(r.Amount, r.Currency), FormatMoney(paid, r.Currency))
+			return "", nil, Refuse(CodeConflict, "refuse.past_paid",
+				map[string]any{"Amount": Amount{r.Amount, r.Currency}, "Paid": Amount{paid, r.Currency}})
 		}
 		// The key a failover cannot make us forget (RefundKey).
 		ns, err := s.installation(ctx, tx)

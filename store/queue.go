@@ -107,7 +107,7 @@ func ParseQueuePlace(raw string) (QueuePlace, error) {
 	}
 	if p.Version < 0 || p.String() != s {
 		// Only String's own spelling: "+7", "007" or "0.5" were never sent.
-		return QueuePlace{}, Errorf(CodeInvalid, "%s is not a place in the approval queue", QuoteCursor(raw))
+		return QueuePlace{}, Refuse(CodeInvalid, "refuse.queue_place", map[string]any{"Place": QuoteCursor(raw)})
 	}
 	return p, nil
 }

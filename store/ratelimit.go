@@ -58,15 +58,7 @@ func checkStartRate(ctx context.Context, tx *txn, ownerID int64, limit, adding i
 	// seconds, and coming back a moment early would only be refused again.
 	secs := max(1, int(math.Ceil(wait)))
 	return &RateLimitedError{
-		Err: Errorf(CodeRateLimited, "You started %d %s in the last minute; try again in %d %s.",
-			n, plural(n, "refund", "refunds"), secs, plural(secs, "second", "seconds")),
+		Err:        Refuse(CodeRateLimited, "refuse.rate_limited", map[string]any{"Count": n, "Seconds": secs}),
 		RetryAfter: time.Duration(secs) * time.Second,
 	}
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return one
-	}
-	return many
 }

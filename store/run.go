@@ -123,21 +123,21 @@ func (r *StartRequest) Validate() error {
 	idErr, reasonErr := ValidText(r.ClientRequestID, false), ValidText(r.Reason, true)
 	switch {
 	case r.ClientRequestID == "":
-		return Errorf(CodeInvalid, "the request has no client request ID")
+		return Refuse(CodeInvalid, "refuse.no_request_id", nil)
 	case len(r.ClientRequestID) > MaxRequestIDLen:
-		return Errorf(CodeInvalid, "the client request ID is longer than %d characters", MaxRequestIDLen)
+		return Refuse(CodeInvalid, "refuse.request_id_long", map[string]any{"Max": MaxRequestIDLen})
 	case idErr != nil:
-		return Errorf(CodeInvalid, "the client request ID %v", idErr)
+		return Refuse(CodeInvalid, "refuse.request_id_text", map[string]any{"Why": idErr})
 	case r.OrderID <= 0:
-		return Errorf(CodeInvalid, "choose an order")
+		return Refuse(CodeInvalid, "refuse.choose_order", nil)
 	case r.Amount <= 0:
-		return Errorf(CodeInvalid, "the amount must be more than zero")
+		return Refuse(CodeInvalid, "refuse.amount_not_positive", nil)
 	case r.Reason == "":
-		return Errorf(CodeInvalid, "say why you want a refund")
+		return Refuse(CodeInvalid, "refuse.no_reason", nil)
 	case reasonErr != nil:
-		return Errorf(CodeInvalid, "the reason %v", reasonErr)
+		return Refuse(CodeInvalid, "refuse.reason_text", map[string]any{"Why": reasonErr})
 	case utf8.RuneCountInString(r.Reason) > MaxReasonLen:
-		return Errorf(CodeInvalid, "the reason is longer than %d characters", MaxReasonLen)
+		return Refuse(CodeInvalid, "refuse.reason_long", map[string]any{"Max": MaxReasonLen})
 	}
 	return nil
 }
@@ -149,16 +149,16 @@ func (r *StartRequest) Validate() error {
 // the name of the field: "the reason " + err.
 func ValidText(s string, multiline bool) error {
 	if !utf8.ValidString(s) {
-		return errors.New("is not valid UTF-8 text")
+		return Refuse(CodeInvalid, "refuse.text.not_utf8", nil)
 	}
 	for _, r := range s {
 		switch {
 		case r == 0:
-			return errors.New("contains a NUL byte, which is not text")
+			return Refuse(CodeInvalid, "refuse.text.nul", nil)
 		case multiline && (r == '\t' || r == '\n' || r == '\r'):
 			// Line breaks and indentation are part of a longer text.
 		case unicode.IsControl(r):
-			return fmt.Errorf("contains a control character (%U), which is not text", r)
+			return Refuse(CodeInvalid, "refuse.text.control", map[string]any{"Char": fmt.Sprintf("%U", r)})
 		}
 	}
 	return nil
@@ -184,7 +184,7 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		err := tx.GetContext(ctx, &o, `SELECT id, customer_id, amount, currency FROM orders WHERE id = $1 FOR UPDATE`, req.OrderID)
 		if errors.Is(err, sql.ErrNoRows) || (err == nil && o.CustomerID != req.OwnerID) {
 			// Someone else's order is answered like a missing one.
-			return Errorf(CodeInvalid, "there is no order %d among your orders", req.OrderID)
+			return Refuse(CodeInvalid, "refuse.no_such_order", map[string]any{"Order": req.OrderID})
 		}
 		if err != nil {
 			return fmt.Errorf("store: lock order: %w", err)
@@ -203,7 +203,7 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 			return fmt.Errorf("store: reserved amount: %w", err)
 		}
 		if left := o.Amount - reserved; req.Amount > left {
-			return Errorf(CodeInvalid, "the amount is more than what is still refundable on this order (%s)", FormatMoney(left, o.Currency))
+			return Refuse(CodeInvalid, "refuse.more_than_left", map[string]any{"Left": Amount{left, o.Currency}})
 		}
 		id, err := uuid.NewV7()
 		if err != nil {
@@ -252,8 +252,8 @@ func existingRun(ctx context.Context, tx *txn, req StartRequest) (*Run, error) {
 		return nil, err
 	}
 	if r.OrderID != req.OrderID || r.Amount != req.Amount || r.Reason != req.Reason || r.RetryOf != req.RetryOf {
-		return nil, Errorf(CodeIdempotencyConflict,
-			"this request ID was already used for a different refund request (order %d, %s)", r.OrderID, FormatMoney(r.Amount, r.Currency))
+		return nil, Refuse(CodeIdempotencyConflict, "refuse.key_reused",
+			map[string]any{"Order": r.OrderID, "Amount": Amount{r.Amount, r.Currency}})
 	}
 	return r, nil
 }
@@ -363,7 +363,7 @@ func (s *Store) mutate(ctx context.Context, runID uuid.UUID, m mutation) (*Run, 
 		}
 		if to != "" && to != r.State {
 			if Terminal(r.State) {
-				return Errorf(CodeConflict, "the run has already %s", r.State)
+				return Refuse(CodeConflict, "refuse.run_already_ended", map[string]any{"State": r.State})
 			}
 			if !slices.Contains(States, to) {
 				return fmt.Errorf("store: unknown run state %q", to)

@@ -44,9 +44,9 @@ func (s *Store) CreateToken(ctx context.Context, userID int64, name string) (*To
 	name = strings.TrimSpace(name)
 	switch {
 	case name == "":
-		return nil, "", Errorf(CodeInvalid, "Give the token a name, such as what will use it.")
+		return nil, "", Refuse(CodeInvalid, "refuse.token_name", nil)
 	case len(name) > 100:
-		return nil, "", Errorf(CodeInvalid, "The token's name is too long.")
+		return nil, "", Refuse(CodeInvalid, "refuse.token_name_long", nil)
 	}
 	secret := make([]byte, 32)
 	if _, err := rand.Read(secret); err != nil {

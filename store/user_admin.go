@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 
 	"github.com/lib/pq"
 )
@@ -45,7 +46,7 @@ func (s *Store) Users(ctx context.Context) ([]User, error) {
 // what the user may see.
 func (s *Store) SetRole(ctx context.Context, userID int64, role string) error {
 	if !slices.Contains(Roles, role) {
-		return Errorf(CodeInvalid, "There is no role %q.", role)
+		return Refuse(CodeInvalid, "refuse.no_role", map[string]any{"Role": strconv.Quote(role)})
 	}
 	return s.inTx(ctx, func(tx *txn) error {
 		var old string

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"time"
 
 	"github.com/google/uuid"
@@ -30,7 +31,7 @@ func (s *Store) AddWebhook(ctx context.Context, w NewWebhook, max int) (WebhookE
 			return fmt.Errorf("store: add webhook: %w", err)
 		}
 		if max > 0 && n >= max {
-			return Errorf(CodeConflict, "There are already %d webhook endpoints, the most MAX_WEBHOOKS allows. Delete one first.", n)
+			return Refuse(CodeConflict, "refuse.webhooks_max", map[string]any{"Count": n})
 		}
 		var err error
 		if ep, err = insertWebhook(ctx, tx, w); err != nil {
@@ -47,7 +48,7 @@ func insertWebhook(ctx context.Context, tx *txn, w NewWebhook) (WebhookEndpoint,
 	var ep WebhookEndpoint
 	for _, t := range w.EventTypes {
 		if ClassOf(t) != ClassBusiness || !slices.Contains(EventTypes(), t) {
-			return ep, Errorf(CodeInvalid, "%q is not a business event type a webhook can receive.", t)
+			return ep, Refuse(CodeInvalid, "refuse.webhook_event_type", map[string]any{"Type": strconv.Quote(t)})
 		}
 	}
 	id, err := uuid.NewV7()
