@@ -162,7 +162,7 @@ type streamOpenRow struct {
 // TestStreamOpen_ReadsRunAndUserWhole holds the order to the columns.
 func (row *streamOpenRow) fields(batched bool) []any {
 	u, r := &row.U, &row.R
-	f := make([]any, 0, 32) // c.i and the 31 columns
+	f := make([]any, 0, 33) // c.i and the 32 columns
 	if batched {
 		f = append(f, &row.I)
 	}
@@ -172,7 +172,7 @@ func (row *streamOpenRow) fields(batched bool) []any {
 		&r.ID, &r.Kind, &r.ParentRunID, &r.CorrelationID, &r.Position, &r.OwnerID, &r.OrderID,
 		&r.Amount, &r.Currency, &r.Reason, &r.ClientRequestID, &r.State, &r.LastSeq,
 		&r.ReplayFloor, &r.SeqGaps, &r.CancelRequestedAt, &r.CreatedAt, &r.UpdatedAt, &r.FinishedAt, &r.RetryOf,
-		&r.ProviderCheck, &row.HasApproval)
+		&r.ProviderCheck, &r.Language, &row.HasApproval)
 }
 
 // streamOpenOne is StreamOpen in a statement of its own: query is one of
