@@ -88,11 +88,11 @@ func (h *Handler) apiAskAgain(c echo.Context, u *store.User, key string, body ap
 		return err
 	}
 	req.OwnerID, req.ClientRequestID, req.RetryOf = u.ID, key, uuid.NullUUID{UUID: id, Valid: true}
-	req.RatePerMinute = h.cfg.StartRatePerUser
+	req.RatePerMinute, req.Language = h.cfg.StartRatePerUser, langOf(c).Tag.String()
 	if !family {
 		run, created, err := h.store.StartRun(ctx, store.StartRequest{OwnerID: req.OwnerID, ClientRequestID: key,
 			OrderID: req.Refunds[0].OrderID, Amount: req.Refunds[0].Amount, Reason: req.Reason, RetryOf: req.RetryOf,
-			RatePerMinute: req.RatePerMinute})
+			RatePerMinute: req.RatePerMinute, Language: req.Language})
 		if err != nil {
 			return err
 		}

@@ -231,7 +231,7 @@ func (h *Handler) apiStartRun(c echo.Context) error {
 	}
 	run, created, err := h.store.StartRun(c.Request().Context(), store.StartRequest{
 		OwnerID: u.ID, ClientRequestID: key, OrderID: body.OrderID, Amount: body.Amount, Reason: body.Reason,
-		RatePerMinute: h.cfg.StartRatePerUser,
+		RatePerMinute: h.cfg.StartRatePerUser, Language: langOf(c).Tag.String(),
 	})
 	if err != nil {
 		return err
@@ -259,6 +259,7 @@ func (h *Handler) apiStartFamily(c echo.Context, u *store.User, key string, body
 	fam, created, err := h.store.StartFamily(c.Request().Context(), store.FamilyRequest{
 		OwnerID: u.ID, ClientRequestID: key, Refunds: body.Refunds, Reason: body.Reason,
 		MaxChildren: cmp.Or(h.cfg.MaxFamilySize, DefaultMaxFamilySize), RatePerMinute: h.cfg.StartRatePerUser,
+		Language: langOf(c).Tag.String(),
 	})
 	if err != nil {
 		return err

@@ -306,6 +306,7 @@ func (h *Handler) startRun(c echo.Context) error {
 	req, err := f.Validate(orders, maxOrders)
 	if err == nil {
 		var runID uuid.UUID
+		req.Language = langOf(c).Tag.String() // the agent narrates in it
 		if runID, err = h.start(ctx, u, req, maxOrders); err == nil {
 			return redirect(c, "/runs/"+runID.String())
 		}
@@ -320,7 +321,7 @@ func (h *Handler) start(ctx context.Context, u *store.User, req store.FamilyRequ
 	if len(req.Refunds) == 1 {
 		run, _, err := h.store.StartRun(ctx, store.StartRequest{OwnerID: u.ID, ClientRequestID: req.ClientRequestID,
 			OrderID: req.Refunds[0].OrderID, Amount: req.Refunds[0].Amount, Reason: req.Reason, RetryOf: req.RetryOf,
-			RatePerMinute: h.cfg.StartRatePerUser})
+			RatePerMinute: h.cfg.StartRatePerUser, Language: req.Language})
 		if err != nil {
 			return uuid.Nil, err
 		}

@@ -37,6 +37,8 @@ type FamilyRequest struct {
 	Reason          string
 	// RetryOf is StartRequest's: the run this request asks again for.
 	RetryOf uuid.NullUUID
+	// Language is StartRequest's, every refund's too.
+	Language string
 	// MaxChildren bounds len(Refunds) (MAX_FAMILY_SIZE); RatePerMinute is
 	// StartRequest's, counting each child as a start.
 	MaxChildren   int
@@ -186,10 +188,10 @@ func (s *Store) insertFamily(ctx context.Context, tx *txn, req FamilyRequest, or
 	fam := &Family{Parent: &Run{}}
 	// The parent is never a worker's: its children's ends move it.
 	if err := tx.GetContext(ctx, fam.Parent, `
-INSERT INTO runs (id, kind, correlation_id, owner_id, amount, currency, reason, client_request_id, next_attempt_at, retry_of)
-VALUES ($1, 'request', $1, $2, $3, $4, $5, $6, 'infinity', $7)
+INSERT INTO runs (id, kind, correlation_id, owner_id, amount, currency, reason, client_request_id, next_attempt_at, retry_of, language)
+VALUES ($1, 'request', $1, $2, $3, $4, $5, $6, 'infinity', $7, $8)
 ON CONFLICT (owner_id, client_request_id) WHERE parent_run_id IS NULL DO NOTHING
-RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID, req.RetryOf); errors.Is(err, sql.ErrNoRows) {
+RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.ClientRequestID, req.RetryOf, req.Language); errors.Is(err, sql.ErrNoRows) {
 		fam, err := existingFamily(ctx, tx, req)
 		if errors.Is(err, ErrNotFound) {
 			return nil, false, errors.New("store: start request: conflicting insert vanished")
@@ -206,9 +208,9 @@ RETURNING `+runColumns, parentID, req.OwnerID, total, currency, req.Reason, req.
 		}
 		var c Run
 		if err := tx.GetContext(ctx, &c, `
-INSERT INTO runs (id, parent_run_id, correlation_id, position, owner_id, order_id, amount, currency, reason, client_request_id)
-VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9)
-RETURNING `+runColumns, id, parentID, i+1, req.OwnerID, it.OrderID, it.Amount, currency, req.Reason, req.ClientRequestID); err != nil {
+INSERT INTO runs (id, parent_run_id, correlation_id, position, owner_id, order_id, amount, currency, reason, client_request_id, language)
+VALUES ($1, $2, $2, $3, $4, $5, $6, $7, $8, $9, $10)
+RETURNING `+runColumns, id, parentID, i+1, req.OwnerID, it.OrderID, it.Amount, currency, req.Reason, req.ClientRequestID, req.Language); err != nil {
 			return nil, false, fmt.Errorf("store: start child run: %w", err)
 		}
 		evs, err := s.appendEvents(ctx, tx, c.ID, EventOf(RunCreated{OrderID: it.OrderID, Amount: it.Amount, Currency: currency, Reason: req.Reason}))

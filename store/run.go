@@ -77,6 +77,9 @@ type Run struct {
 	// changed timeline (CheckTimeline) and may have forgotten a refund it
 	// made. Not in the approval queue meanwhile, and nobody may decide it.
 	ProviderCheck bool `db:"provider_check" json:"-"`
+	// Language is the one the customer asked in (a BCP 47 tag; "" for
+	// English): the agent narrates in it.
+	Language string `db:"language" json:"-"`
 }
 
 // Run kinds.
@@ -92,7 +95,7 @@ func (r *Run) IsParent() bool { return r.Kind == KindRequest }
 func (r *Run) CancelRequested() bool { return r.CancelRequestedAt.Valid }
 
 const runColumns = `id, kind, parent_run_id, correlation_id, position, owner_id, order_ref, amount, currency, reason, client_request_id, state,
-    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at, retry_of, provider_check`
+    last_seq, replay_floor, seq_gaps, cancel_requested_at, created_at, updated_at, finished_at, retry_of, provider_check, language`
 
 // Limits on what a start request may carry.
 const (
@@ -110,6 +113,9 @@ type StartRequest struct {
 	// RetryOf, when valid, is the owner's run that ended without a refund
 	// which this request asks again for (AskAgainOf).
 	RetryOf uuid.NullUUID
+	// Language is the customer's, as the page they asked from speaks it
+	// (a BCP 47 tag; "" for English).
+	Language string
 	// RatePerMinute caps the new runs the owner may start in a minute; a
 	// start that finds its existing run is never counted nor refused.
 	// Zero means no limit.
@@ -211,10 +217,10 @@ func (s *Store) StartRun(ctx context.Context, req StartRequest) (run *Run, creat
 		}
 		var r Run
 		err = tx.GetContext(ctx, &r, `
-INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id, retry_of)
-VALUES ($1, $1, $2, $3, $4, $5, $6, $7, $8)
+INSERT INTO runs (id, correlation_id, owner_id, order_id, amount, currency, reason, client_request_id, retry_of, language)
+VALUES ($1, $1, $2, $3, $4, $5, $6, $7, $8, $9)
 ON CONFLICT (owner_id, client_request_id) WHERE parent_run_id IS NULL DO NOTHING
-RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reason, req.ClientRequestID, req.RetryOf)
+RETURNING `+runColumns, id, req.OwnerID, o.ID, req.Amount, o.Currency, req.Reason, req.ClientRequestID, req.RetryOf, req.Language)
 		if errors.Is(err, sql.ErrNoRows) {
 			// Same ID, another order, committed meanwhile.
 			run, err = existingRun(ctx, tx, req)
