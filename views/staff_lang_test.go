@@ -93,6 +93,7 @@ func staffEnglishWords(t *testing.T) map[string]*regexp.Regexp {
 var (
 	staffEnglishRun = regexp.MustCompile(`[A-Za-z]{2,}[ ,]+[A-Za-z]{2,}`)
 	staffProperName = strings.NewReplacer("Standard Webhooks", " ", "410 Gone", " ")
+	staffKey        = regexp.MustCompile(`\b(queue|support|admin|webhooks|provider|audit)\.[a-z_.]+[a-z]`)
 	staffURL        = regexp.MustCompile(`https?://[A-Za-z0-9./_~%-]+`)
 )
 
@@ -109,6 +110,9 @@ func staffNoEnglish(t *testing.T, page string, doc *goquery.Document, want ...st
 		if loc := re.FindStringIndex(text); loc != nil {
 			t.Errorf("%s in Chinese still says %q (%s)", page, text[loc[0]:loc[1]], what)
 		}
+	}
+	for _, key := range staffKey.FindAllString(shown, -1) {
+		t.Errorf("%s in Chinese shows the key %q: no catalogue has its words", page, key)
 	}
 	for _, run := range staffEnglishRun.FindAllString(text, -1) {
 		t.Errorf("%s in Chinese has English words: %q", page, run)
@@ -160,7 +164,7 @@ func TestStaffLang_Queue(t *testing.T) {
 	t.Parallel()
 	p := staffQueue()
 	doc := staffRender(t, staffZh, views.ApprovalQueue(p))
-	staffNoEnglish(t, "the queue", doc, "待审批", "批准退款 299 元", "确认取消", "审批截止", "即将到期",
+	staffNoEnglish(t, "the queue", doc, "待审批", "王芳 （wang@example.com）", "批准退款 299 元", "确认取消", "审批截止", "即将到期",
 		"此订单的其他退款：1 笔申请共 50 元", "代理建议为订单 #7 退款 200 元", "3 笔退款待审批，最先到期的排在前面。",
 		"其 3 笔退款中有 2 笔在本页待审批：共 198 元。", "全部批准（2 笔）", "2026年3月14日 08:26 UTC")
 
@@ -344,7 +348,7 @@ func TestStaffLang_Provider(t *testing.T) {
 	if doc.Find("main code").FilterFunction(func(_ int, s *goquery.Selection) bool { return s.Text() == "refundd verify" }).Length() != 1 {
 		t.Error("the provider's refunds in Chinese lost the command to run")
 	}
-	for n, want := range map[int]string{0: "支付服务商处没有任何退款。", 3: "支付服务商处的 3 笔退款都能对应到我们的记录。"} {
+	for n, want := range map[int]string{0: "支付服务商处没有任何退款。", 3: "支付服务商处共有 3 笔退款，全部能对应到我们的记录。"} {
 		if got := staffRender(t, staffZh, views.SupportProviderPage(staffUser(store.RoleSupport), views.ProviderRefunds{Read: n})).Find("#provider-explained").Text(); got != want {
 			t.Errorf("%d explained in Chinese: %q, want %q", n, got, want)
 		}
