@@ -180,3 +180,27 @@ func rawMail(t *testing.T, dir string) *netmail.Message {
 	}
 	return msg
 }
+
+// TestMailPlan_EndedEmailInTheLanguageAskedIn: a customer who never saved
+// a language gets the email of a refund in the language they asked for it
+// in (the run's), not English.
+func TestMailPlan_EndedEmailInTheLanguageAskedIn(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	e := newPlanEnv(t, 1<<40)
+	order, err := e.s.CreateOrder(ctx, e.customer.ID, "台灯", 29900, "CNY")
+	if err != nil {
+		t.Fatal(err)
+	}
+	run, _, err := e.s.StartRun(ctx, store.StartRequest{OwnerID: e.customer.ID, ClientRequestID: uuid.NewString(),
+		OrderID: order.ID, Amount: 29900, Reason: "收到时已损坏", Language: "zh-CN"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.waitState(run.ID, store.StateCompleted)
+	e.fanOut()
+	ended := e.mails()[store.MailEnded]
+	if len(ended) != 1 || !strings.Contains(ended[0].Subject, "已退款") || strings.Contains(ended[0].Subject, "Your refund") {
+		t.Fatalf("ended emails %+v, want one in Chinese", ended)
+	}
+}

@@ -60,8 +60,9 @@ func (p *MailPlanner) ended(ctx context.Context, rootID uuid.UUID) ([]store.NewM
 		return nil, fmt.Errorf("outbound: plan mail: owner: %w", err)
 	}
 	// As the owner sees the run's page (handlers' viewerOf): their own
-	// decisions read "you", in the language they saved.
-	viewer := views.Viewer{UserID: owner.ID, Staff: owner.Role != store.RoleCustomer, Lang: langOf(owner)}
+	// decisions read "you", in the language they saved, else the one they
+	// asked in.
+	viewer := views.Viewer{UserID: owner.ID, Staff: owner.Role != store.RoleCustomer, Lang: langOf(owner, run.Language)}
 	var e views.Email
 	if run.IsParent() {
 		fs, err := p.Store.SnapshotFamily(ctx, rootID)
@@ -102,7 +103,7 @@ func (p *MailPlanner) waiting(ctx context.Context, rootID uuid.UUID) ([]store.Ne
 		if a.ID == run.OwnerID {
 			continue // nobody decides their own refund
 		}
-		viewer := views.Viewer{UserID: a.ID, Staff: true, MayApprove: true, MayCancel: true, Lang: langOf(a)}
+		viewer := views.Viewer{UserID: a.ID, Staff: true, MayApprove: true, MayCancel: true, Lang: langOf(a, "")}
 		out = append(out, p.mail(rootID, store.MailWaiting, a, word(viewer)))
 	}
 	return out, nil
@@ -131,8 +132,14 @@ func (p *MailPlanner) waitingWords(ctx context.Context, run *store.Run) (func(vi
 }
 
 // langOf is the language of u's emails: the one they saved for the pages,
+// else the one they asked in (asked: a run's language, for its owner),
 // else English (an email answers no Accept-Language).
-func langOf(u *store.User) views.Lang { return views.Catalogues.Choose(u.Language, "") }
+func langOf(u *store.User, asked string) views.Lang {
+	if _, ok := views.Catalogues.Spoken(u.Language); ok {
+		return views.Catalogues.Choose(u.Language, "")
+	}
+	return views.Catalogues.Choose(asked, "")
+}
 
 // mail is the ledger's row of one email of kind about request rootID to u.
 func (p *MailPlanner) mail(rootID uuid.UUID, kind string, u *store.User, e views.Email) store.NewMail {
