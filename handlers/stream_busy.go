@@ -1,7 +1,6 @@
 package handlers
 
 import (
-	"fmt"
 	"net/http"
 	"strconv"
 	"time"
@@ -24,17 +23,17 @@ func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused stream.Refu
 	cfg := h.engine.Config()
 	wait := cfg.Busy
 	status, code := http.StatusTooManyRequests, "too_many_streams"
+	l := viewerLang(c)
 	var msg string
 	switch refused {
 	case stream.RefusedUserCap:
-		msg = fmt.Sprintf("You have the most live views one person may have open (%d). Close one; this page tries again in %s.",
-			cfg.MaxPerUser, seconds(wait))
+		msg = l.T("refuse.busy_user", map[string]any{"Max": cfg.MaxPerUser, "Wait": seconds(l, wait)})
 	case stream.RefusedProcessCap:
-		msg = fmt.Sprintf("The server is following as many runs as it can. This page tries again in %s.", seconds(wait))
+		msg = l.T("refuse.busy_process", map[string]any{"Wait": seconds(l, wait)})
 	default:
 		wait = cfg.RetryHint()
 		status, code = http.StatusServiceUnavailable, codeUnavailable
-		msg = "The server is restarting. This page reconnects in a moment."
+		msg = l.T("refuse.busy_restarting")
 	}
 	if !f.answersDenialInStream() {
 		c.Response().Header().Set("Retry-After", strconv.Itoa(int(max(wait.Seconds(), 1))))
@@ -47,11 +46,7 @@ func (h *Handler) refuseBusy(c echo.Context, f streamFormat, refused stream.Refu
 	return h.engine.Answer(c, wait, "busy", data)
 }
 
-// seconds says a wait in words: "30 seconds".
-func seconds(d time.Duration) string {
-	n := int(max(d.Seconds(), 1))
-	if n == 1 {
-		return "1 second"
-	}
-	return strconv.Itoa(n) + " seconds"
+// seconds says a wait in l's words: "30 seconds".
+func seconds(l views.Lang, d time.Duration) string {
+	return l.T("refuse.seconds", map[string]any{"Count": int(max(d.Seconds(), 1))})
 }
