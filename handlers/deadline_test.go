@@ -224,7 +224,7 @@ func TestRunPage_SaysUntilWhenAnApproverMayDecide(t *testing.T) {
 			"#outcome-text": "Canceled by the system.",
 			// The answer says why and what it means for the money; the
 			// lines beside it repeat neither.
-			"#final-answer":   views.Answers{}.Expired(48 * time.Hour),
+			"#final-answer":   views.Answers{}.Expired(48 * time.Hour).Body,
 			"#outcome-reason": "",
 			`#timeline li[data-type="approval.requested"]`: "Asked an approver to decide within 48 hours",
 			`#timeline li[data-type="approval.expired"]`:   "No approver decided within 48 hours: the system canceled the refund",

@@ -3,14 +3,12 @@ package handlers_test
 import (
 	"context"
 	"fmt"
-	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/chromedp/cdproto/network"
 	"github.com/chromedp/chromedp"
 	"github.com/google/uuid"
 
@@ -114,8 +112,13 @@ func everyPageFits(t *testing.T, lang string) {
 					t.Fatal(err)
 				}
 			} else if lang != "en" {
-				u, _ := url.Parse(a.srv.URL)
-				if err := chromedp.Do(ctx, network.SetCookie("lang", lang).WithDomain(u.Hostname()).WithPath("/")); err != nil {
+				// A visitor chooses with the picker (a cookie keeps it).
+				if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/login"),
+					chromedp.SetValue(chromedp.CSS(`.lang-picker select`), lang),
+					chromedp.Submit(chromedp.CSS(`.lang-picker`))); err != nil {
+					t.Fatal(err)
+				}
+				if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.documentElement.lang === `+strconv.Quote(lang))); err != nil {
 					t.Fatal(err)
 				}
 			}
