@@ -72,7 +72,7 @@ func (h *Handler) streamOwnRuns(c echo.Context) error {
 	}
 	sc := h.engine.NewConn(c, u.ID)
 	defer sc.End()
-	if refused := sc.AddState("run list", g.cred, cursorParam(c), &ownRunsView{roleGate: g, ownerID: u.ID, lang: langOf(c)}); refused != "" {
+	if refused := sc.AddState("run list", g.cred, cursorParam(c), &ownRunsView{roleGate: g, ownerID: u.ID, lang: langFor(c, u)}); refused != "" {
 		return h.refuseBusy(c, htmlStream{}, refused)
 	}
 	return sc.Serve()

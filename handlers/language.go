@@ -16,9 +16,13 @@ const langCookie = "lang"
 
 // langOf is the viewer's language: the one they chose (saved with them, or
 // a visitor's cookie), else their browser's Accept-Language, else English.
-func langOf(c echo.Context) views.Lang {
+func langOf(c echo.Context) views.Lang { return langFor(c, currentUser(c)) }
+
+// langFor is langOf for user u (nil: a visitor), for requests whose user is
+// read by the handler itself, as a stream's open does.
+func langFor(c echo.Context, u *store.User) views.Lang {
 	saved := ""
-	if u := currentUser(c); u != nil {
+	if u != nil {
 		saved = u.Language
 	} else if ck, err := c.Cookie(langCookie); err == nil {
 		saved = ck.Value

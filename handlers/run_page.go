@@ -51,7 +51,7 @@ func (h *Handler) showRunPage(c echo.Context) error {
 // real), in the language the request's viewer reads.
 func viewerOf(c echo.Context, u *store.User, run *store.Run, access Access) views.Viewer {
 	v := viewerFor(u, run, access)
-	v.Lang = langOf(c)
+	v.Lang = langFor(c, u)
 	return v
 }
 

@@ -129,7 +129,7 @@ func (m *familyMember) Reset(ctx context.Context, snap *store.Snapshot, banner b
 		return json.Marshal(newAPISnapshot(snap, m.fs.access))
 	}
 	m.fs.actionsChanged()
-	return renderBytes(ctx, views.FamilyStreamReset(m.fs.view, m.i))
+	return renderBytes(views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang), views.FamilyStreamReset(m.fs.view, m.i))
 }
 
 func (m *familyMember) Event(ctx context.Context, ev store.Event, frames *stream.Frames) (string, []byte, error) {
@@ -144,7 +144,7 @@ func (m *familyMember) Event(ctx context.Context, ev store.Event, frames *stream
 	if ev.Type == store.EventNarrationDelta {
 		return "", nil, nil // the request's page shows no narration
 	}
-	data, err := renderBytes(ctx, views.FamilyStreamEvent(m.fs.view, m.i, m.fs.actionsChanged()))
+	data, err := renderBytes(views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang), views.FamilyStreamEvent(m.fs.view, m.i, m.fs.actionsChanged()))
 	return "", data, err
 }
 
@@ -160,6 +160,7 @@ func (m *familyMember) Recheck(ctx context.Context) (int, error) {
 }
 
 func (m *familyMember) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	ctx = views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang)
 	if r == stream.Finished && m.fs.f.rendersPage() {
 		return renderBytes(ctx, views.StreamClose(views.RequestFinished, false))
 	}

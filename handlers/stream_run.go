@@ -183,7 +183,7 @@ func (r *runView) Begin(head *store.Snapshot) {
 
 func (r *runView) Reset(ctx context.Context, snap *store.Snapshot, banner bool) ([]byte, error) {
 	r.v = views.NewRunView(snap, r.access == AccessFull, r.viewerNow())
-	data, err := r.f.reset(ctx, r.v, snap, r.access, banner)
+	data, err := r.f.reset(views.WithLang(ctx, r.viewer.Lang), r.v, snap, r.access, banner)
 	r.v.Narration, r.v.Timeline = nil, nil
 	return data, err
 }
@@ -193,7 +193,7 @@ func (r *runView) Event(ctx context.Context, ev store.Event, frames *stream.Fram
 		return "", nil, nil
 	}
 	r.v.Apply(ev)
-	return r.f.event(ctx, r.v, ev, frames)
+	return r.f.event(views.WithLang(ctx, r.viewer.Lang), r.v, ev, frames)
 }
 
 // Recheck reloads the user through the credential the stream came with (a
@@ -224,7 +224,7 @@ func (h *Handler) streamAccess(ctx context.Context, cred store.StreamCredential)
 }
 
 func (r *runView) Closing(ctx context.Context, reason stream.Reason) ([]byte, error) {
-	return r.f.closing(ctx, reason)
+	return r.f.closing(views.WithLang(ctx, r.viewer.Lang), reason)
 }
 
 // viewerNow is the viewer as their access allows now.
