@@ -308,14 +308,6 @@ func (ps *phrases) say(first bool, l Lang) string {
 	return strings.Join(out, l.T("family.phrase.sep"))
 }
 
-// countOf is n things in English words: "one order", "three orders".
-func countOf(n int, one, many string) string {
-	if n == 1 {
-		return "one " + one
-	}
-	return numberWord(n) + " " + many
-}
-
 // numberWord is n as an English page says it: in words up to twelve.
 func numberWord(n int) string {
 	words := [...]string{"no", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten", "eleven", "twelve"}
@@ -324,9 +316,6 @@ func numberWord(n int) string {
 	}
 	return strconv.Itoa(n)
 }
-
-// waitingWords is waitingWordsIn in English.
-func waitingWords(waiting []*RunView) string { return waitingWordsIn(waiting, English) }
 
 // waitingWordsIn names the refunds an approval of all would approve, in
 // l: "the refund of €2.00 for order #7", "two refunds, €3.50 in all".

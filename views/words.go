@@ -34,25 +34,6 @@ func StatusOnly(viewer Viewer) string {
 	return viewer.Lang.T("run.status_only.customer")
 }
 
-// StepRestarted is the quiet note beside the narration when a step began
-// again (a worker died, a restart): what the agent said before is not
-// shown. The English of "run.step_restarted".
-const StepRestarted = "The agent restarted this step."
-
-// Asking again for a request that ended without a refund (rule 19): the
-// button, the form's note, and the links both ways between the two runs,
-// in English ("run.ask_again", "run.ask_again_note", "run.asks_again_for",
-// "run.asked_again" in a viewer's language).
-const (
-	AskAgainLabel = "Ask again"
-	// AskAgainNote heads the start form when it asks again.
-	AskAgainNote = "The form is filled in as it was asked for: change what you need, then submit. It starts a new request; the earlier one stays as it ended."
-	// AsksAgainFor leads the line on a run that asks again for another;
-	// AskedAgain the line on a run asked again for.
-	AsksAgainFor = "This asks again for "
-	AskedAgain   = "Asked again: "
-)
-
 // askAgainLabel is a request's "Ask again" button, in l: a request partly
 // refunded asks again for its refunds that were not made only.
 func askAgainLabel(notRefunded, children int, l Lang) string {
@@ -62,19 +43,11 @@ func askAgainLabel(notRefunded, children int, l Lang) string {
 	return countIn(l, "run.ask_again_for", notRefunded)
 }
 
-// RequestOf names a run of a chain of asking again by when it was asked,
-// in English (RequestOfIn).
-func RequestOf(r store.RunListing) string { return RequestOfIn(r, English) }
-
 // RequestOfIn names a run of a chain of asking again by when it was
 // asked, in l: "the request of 3 Dec 2026, 14:05 UTC".
 func RequestOfIn(r store.RunListing, l Lang) string {
 	return l.T("run.request_of", map[string]any{"When": l.Time(r.CreatedAt)})
 }
-
-// listEnd ends the i-th of n items of a sentence's list, in English
-// (listEndIn).
-func listEnd(i, n int) string { return listEndIn(i, n, English) }
 
 // listEndIn ends the i-th of n items of a sentence's list, in l: ";"
 // between them, "." after the last.
@@ -84,10 +57,6 @@ func listEndIn(i, n int, l Lang) string {
 	}
 	return l.T("list.sep")
 }
-
-// endedAs is how a run that was asked again for ended, in English
-// (endedAsIn).
-func endedAs(r store.RunListing) string { return endedAsIn(r, English) }
 
 // endedAsIn is how a run that was asked again for ended, in l, which it
 // did for good, so the words never go stale: " (Declined)".
@@ -151,12 +120,6 @@ const (
 	DecideByLead = "An approver may decide until "
 	DecideByTail = ". If nobody has by then, the system cancels the refund and nothing is refunded."
 )
-
-// deadlineText is a deadline as the server writes it in English
-// (static/localtime.js shows it again in the viewer's time zone); a page
-// in its viewer's language writes Lang.Time. Minutes are cut, not
-// rounded: a page never gives longer than there is.
-func deadlineText(t time.Time) string { return English.Time(t) }
 
 // waitingForAgent is a run that no worker has taken up yet.
 const waitingForAgent = "status.created"
@@ -479,9 +442,6 @@ func approvalReason(d *store.Decider, viewer Viewer) string {
 	return ReasonSuffixIn(d.Reason, viewer.Lang)
 }
 
-// ReasonSuffix is ReasonSuffixIn in English.
-func ReasonSuffix(reason string) string { return ReasonSuffixIn(reason, English) }
-
 // ReasonSuffixIn is a reason given with a decision as every line that
 // names one ends, in l: `: “…”`, "" for none. The one place a reason is
 // framed.
@@ -677,10 +637,6 @@ func expiredWhy(e *store.ApprovalExpired, l Lang) string {
 	return l.T("reason.expired", map[string]any{"Window": l.Window(e.Window())})
 }
 
-// narrationStretch names a stretch of n narration pieces in support's
-// timeline, in English (narrationStretchIn).
-func narrationStretch(n int) string { return narrationStretchIn(n, English) }
-
 // narrationStretchIn names a stretch of n narration pieces in support's
 // timeline, in l.
 func narrationStretchIn(n int, l Lang) string { return l.N("event.narration_stretch", n) }
@@ -708,9 +664,6 @@ func Elapsed(d time.Duration, l Lang) string {
 	}
 	return l.T("elapsed.h", map[string]any{"H": s / 3600, "M": s % 3600 / 60})
 }
-
-// operationLabel is operationLabelIn in English.
-func operationLabel(state string) string { return operationLabelIn(state, English) }
 
 // operationLabelIn is how a ledger state reads, in l: submitted is not
 // succeeded, and an unknown outcome is being verified, never "failed".
