@@ -18,6 +18,17 @@
 (function () {
   'use strict';
 
+  // The words this script writes, in the page's language: the layout puts
+  // them on the body (data-live-words, views.liveWords, from the
+  // catalogues), so they have one home. A word missing shows its key.
+  var words = {};
+  try {
+    words = JSON.parse(document.body.getAttribute('data-live-words') || '{}');
+  } catch (e) { /* keys */ }
+  ['live', 'final', 'not_live', 'reconnecting', 'held_reconnecting', 'held_closed', 'status',
+    'decided_elsewhere', 'no_longer_waits', 'reason_not_sent', 'elapsed.s', 'elapsed.m', 'elapsed.h']
+    .forEach(function (k) { if (typeof words[k] !== 'string') words[k] = k; });
+
   function rootOf(e) {
     var t = e.target;
     if (!(t instanceof Element)) return null;
@@ -118,7 +129,7 @@
     var state = runState();
     if (state && state !== heard.state) {
       heard.state = state;
-      say('Status: ' + state);
+      say(words.status + state);
     }
     if (heard.timer) return;
     var every = parseInt(document.getElementById('run-announcer').getAttribute('data-throttle-ms'), 10) || 8000;
@@ -239,10 +250,10 @@
       // On the run page the decision is said again beside the reason; the
       // queue's note already says it.
       var said = document.createElement('p');
-      var words = where ? where.cloneNode(true) : null;
-      if (words) words.querySelectorAll('time').forEach(function (x) { x.remove(); });
-      said.textContent = 'Decided by someone else while you were deciding: ' +
-        (words ? words.textContent.trim() : 'the run no longer waits for a decision.');
+      var copy = where ? where.cloneNode(true) : null;
+      if (copy) copy.querySelectorAll('time').forEach(function (x) { x.remove(); });
+      said.textContent = words.decided_elsewhere +
+        (copy ? copy.textContent.trim() : words.no_longer_waits);
       box.setAttribute('role', 'status');
       box.appendChild(said);
     } else if (!t.value) {
@@ -250,7 +261,7 @@
     }
     if (t.value) {
       var label = document.createElement('label');
-      label.textContent = 'Your reason, not sent:';
+      label.textContent = words.reason_not_sent;
       var text = document.createElement('textarea');
       text.readOnly = true;
       text.value = t.value;
@@ -288,8 +299,8 @@
   // the decisions say they wait; all comes back when the stream opens
   // again, before the messages it missed are applied.
   var heldWords = {
-    reconnecting: 'Reconnecting… Decisions can be sent again once the page is live.',
-    closed: 'This page is not live any more: reload it to decide.'
+    reconnecting: words.held_reconnecting,
+    closed: words.held_closed
   };
 
   // hold holds the root's decisions for why (a key of heldWords), or lets
@@ -347,13 +358,13 @@
     var root = rootOf(e);
     if (!root) return;
     hold(root, '');
-    indicate('live', 'Live');
+    indicate('live', words.live);
   });
   document.addEventListener('htmx:sseError', function (e) {
     var root = rootOf(e);
     if (!root) return;
     hold(root, 'reconnecting');
-    indicate('reconnecting', 'Reconnecting…');
+    indicate('reconnecting', words.reconnecting);
   });
   document.addEventListener('htmx:sseClose', function (e) {
     var root = rootOf(e);
@@ -362,7 +373,7 @@
     var status = document.getElementById('run-status');
     var state = status ? status.getAttribute('data-state') : '';
     var finished = state === 'completed' || state === 'failed' || state === 'canceled';
-    indicate('closed', finished ? 'Final' : 'Not live');
+    indicate('closed', finished ? words.final : words.not_live);
   });
 
   // The step timer (#step-timer) counts how long the current step has
@@ -372,9 +383,10 @@
   // the stream's next fragment.
   function elapsed(s) {
     s = Math.max(0, Math.floor(s));
-    if (s < 60) return s + ' s';
-    if (s < 3600) return Math.floor(s / 60) + ' min ' + (s % 60) + ' s';
-    return Math.floor(s / 3600) + ' h ' + Math.floor((s % 3600) / 60) + ' min';
+    var fill = function (w, h, m, sec) { return w.replace('{h}', h).replace('{m}', m).replace('{s}', sec); };
+    if (s < 60) return fill(words['elapsed.s'], 0, 0, s);
+    if (s < 3600) return fill(words['elapsed.m'], 0, Math.floor(s / 60), s % 60);
+    return fill(words['elapsed.h'], Math.floor(s / 3600), Math.floor((s % 3600) / 60), 0);
   }
   var seen = new WeakMap(); // when this page first showed each timer
   function tick() {
