@@ -12,7 +12,7 @@ import (
 // page the link opens, for the one person the email is to and in their
 // language (the Viewer's Lang: the one they saved, else English); only
 // their subject and the lines around the link are their own, and live here
-// and in locales/email.<tag>.toml.
+// and in the catalogues' email.* keys.
 type Email struct {
 	Subject string
 	Body    string

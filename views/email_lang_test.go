@@ -2,7 +2,6 @@ package views_test
 
 import (
 	"database/sql"
-	"io/fs"
 	"maps"
 	"regexp"
 	"slices"
@@ -10,7 +9,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/BurntSushi/toml"
 	"github.com/google/uuid"
 
 	"github.com/refundd/refundd/store"
@@ -19,19 +17,11 @@ import (
 
 var zhCN = views.Catalogues.Choose("zh-CN", "")
 
-// emailWords are the words of one of the emails' catalogues, by key
-// (locales/email.<tag>.toml: one line a key, no plural tables).
+// emailWords are the words of the emails in tag, by key (email.*: one
+// line a key, no plural tables).
 func emailWords(t *testing.T, tag string) map[string]string {
 	t.Helper()
-	buf, err := fs.ReadFile(views.LocaleFiles(), "locales/email."+tag+".toml")
-	if err != nil {
-		t.Fatal(err)
-	}
-	words := map[string]string{}
-	if err := toml.Unmarshal(buf, &words); err != nil {
-		t.Fatalf("email.%s.toml: %v", tag, err)
-	}
-	return words
+	return catalogueOf(t, tag, "email.")
 }
 
 // cnyRun is a run of one order of CNY 299.00 in state, refunded when it
@@ -53,7 +43,7 @@ func englishEmailWords(t *testing.T) []string {
 	t.Helper()
 	en := emailWords(t, "en")
 	if len(en) == 0 {
-		t.Fatal("locales/email.en.toml holds no words")
+		t.Fatal("the English catalogue holds no email words")
 	}
 	field := regexp.MustCompile(`\{\{[^}]*\}\}`)
 	word := regexp.MustCompile(`[A-Za-z]{4,}`)

@@ -81,10 +81,10 @@ func TestStartForm_InChinese(t *testing.T) {
 	}
 }
 
-// formKey is a catalogue key of forms.<tag>.toml as Go source names it.
+// formKey is a catalogue key of the forms and refusals as Go source names it.
 var formKey = regexp.MustCompile(`"((?:refuse|form|login|again|decision|api|error)\.[a-z0-9_]+(?:\.[a-z0-9_]+)*)"`)
 
-// TestFormKeys_AreInTheCatalogue: every key of forms.<tag>.toml that the
+// TestFormKeys_AreInTheCatalogue: every key of the forms and refusals that the
 // handlers, the store and the views name is in the English catalogue; a
 // misspelt key would show as itself.
 func TestFormKeys_AreInTheCatalogue(t *testing.T) {

@@ -272,3 +272,21 @@ func TestMoney_InTheViewersLanguage(t *testing.T) {
 		}
 	}
 }
+
+// catalogueOf is the words of tag whose keys begin with one of prefixes
+// ("queue." say): one area's words, for tests that look for them.
+func catalogueOf(t *testing.T, tag string, prefixes ...string) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for k, v := range catalogues(t, views.LocaleFiles())[tag] {
+		for _, p := range prefixes {
+			if strings.HasPrefix(k, p) {
+				out[k] = v
+			}
+		}
+	}
+	if len(out) == 0 {
+		t.Fatalf("no %s words under %v", tag, prefixes)
+	}
+	return out
+}
