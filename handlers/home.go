@@ -86,6 +86,11 @@ type ownRunsView struct {
 	lang    views.Lang // the page's, fixed when the stream opens
 }
 
+// Closing is the gate's, in the page's language.
+func (v *ownRunsView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	return v.roleGate.Closing(views.WithLang(ctx, v.lang), r)
+}
+
 // ownRunsState is one version of the list.
 type ownRunsState struct{ l *store.OwnRuns }
 

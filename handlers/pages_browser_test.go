@@ -115,10 +115,8 @@ func everyPageFits(t *testing.T, lang string) {
 				// A visitor chooses with the picker (a cookie keeps it).
 				if err := chromedp.Do(ctx, chromedp.Navigate(a.srv.URL+"/login"),
 					chromedp.SetValue(chromedp.CSS(`.lang-picker select`), lang),
-					chromedp.Submit(chromedp.CSS(`.lang-picker`))); err != nil {
-					t.Fatal(err)
-				}
-				if _, err := chromedp.Run(ctx, chromedp.Poll[bool](`document.documentElement.lang === `+strconv.Quote(lang))); err != nil {
+					chromedp.Submit(chromedp.CSS(`.lang-picker`)),
+					chromedp.WaitVisible(chromedp.CSS(`html[lang=`+strconv.Quote(lang)+`] input[name="email"]`))); err != nil {
 					t.Fatal(err)
 				}
 			}

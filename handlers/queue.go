@@ -77,6 +77,11 @@ type queueView struct {
 	lang   views.Lang // the page's, fixed when the stream opens
 }
 
+// Closing is the gate's, in the page's language.
+func (q *queueView) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	return q.roleGate.Closing(views.WithLang(ctx, q.lang), r)
+}
+
 // queueState is a page of the queue as a stream's state.
 type queueState struct{ page *store.QueuePage }
 

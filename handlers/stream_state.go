@@ -57,13 +57,15 @@ func (g roleGate) Recheck(ctx context.Context) error {
 	return nil
 }
 
-// Closing says why the stream ends, or that the server restarts.
+// Closing says why the stream ends, or that the server restarts, in the
+// language ctx carries (the stream's page's: its view puts it there).
 func (g roleGate) Closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	l := views.LangFrom(ctx)
 	switch r {
 	case stream.Restarting:
 		return renderBytes(ctx, views.StreamRestarting())
 	case stream.SignedOut:
-		return renderBytes(ctx, views.StreamClosed(g.signedOut))
+		return renderBytes(ctx, views.StreamClosed(l.T(g.signedOut)))
 	}
-	return renderBytes(ctx, views.StreamClosed(g.denied))
+	return renderBytes(ctx, views.StreamClosed(l.T(g.denied)))
 }

@@ -66,8 +66,10 @@ var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 		for _, part := range blank.Split(en, -1) {
 			part = strings.Trim(part, " .,:;!?()“”\"'—–-…#")
 			words := strings.Fields(part)
-			if len(words) == 0 || len(words) == 1 && len(part) < 6 || strings.Contains(zh, part) || seen[part] ||
-				!regexp.MustCompile(`[A-Za-z]{3}`).MatchString(part) {
+			// One word of a few letters, or a name (run.created, SMTP_URL),
+			// is not a sentence's.
+			if len(words) == 0 || len(words) == 1 && (len(part) < 6 || strings.ContainsAny(part, "._")) ||
+				strings.Contains(zh, part) || seen[part] || !regexp.MustCompile(`[A-Za-z]{3}`).MatchString(part) {
 				continue
 			}
 			seen[part] = true
@@ -79,11 +81,11 @@ var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 })
 
 // shownTextJS is what a page says in the words table's voice: its text
-// without what people and the agent wrote (the agent's narration,
-// e-mail addresses).
+// without what people and the agent wrote (the agent's narration, what a
+// page quotes, e-mail addresses).
 const shownTextJS = `(() => {
 	const c = document.body.cloneNode(true);
-	c.querySelectorAll('script, style, template, .narration, #narration, .lang-picker option').forEach(e => e.remove());
+	c.querySelectorAll('script, style, template, .narration, #narration, q, .lang-picker option').forEach(e => e.remove());
 	return c.innerText.replace(/[\w.+-]+@[\w.-]+/g, ' ');
 })()`
 
