@@ -9,6 +9,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"unicode"
 
 	"github.com/BurntSushi/toml"
 	"github.com/chromedp/chromedp"
@@ -20,8 +21,9 @@ import (
 // englishWords are the words table's English that a page in Chinese must
 // not show: the literal parts of each English catalogue entry (between its
 // {{…}} blanks) that its Chinese entry does not also hold, as patterns
-// matching whole words. Parts of one short word are left out (they match
-// names and what people wrote as often as a leftover label).
+// matching whole words. Parts of one word are checked when they are a
+// label's (capitalised, six letters or more): shorter or lower-case ones
+// match names and what people wrote as often as a leftover label.
 var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 	all := map[string]map[string]string{}
 	names, err := fs.Glob(views.LocaleFiles(), "locales/*.toml")
@@ -66,9 +68,11 @@ var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 		for _, part := range blank.Split(en, -1) {
 			part = strings.Trim(part, " .,:;!?()“”\"'—–-…#")
 			words := strings.Fields(part)
-			// One word of a few letters, or a name (run.created, SMTP_URL),
-			// is not a sentence's.
-			if len(words) == 0 || len(words) == 1 && (len(part) < 6 || strings.ContainsAny(part, "._")) ||
+			// One word is a label's ("Status") or a name's (run.created,
+			// SMTP_URL); lower case, it is as likely what a person or the
+			// provider wrote ("declined by the card issuer").
+			if len(words) == 0 || len(words) == 1 && (len(part) < 6 || strings.ContainsAny(part, "._") || unicode.IsLower(rune(part[0]))) ||
+				len(words) > 1 && len(part) < 10 || // "of the
 				strings.Contains(zh, part) || seen[part] || !regexp.MustCompile(`[A-Za-z]{3}`).MatchString(part) {
 				continue
 			}
@@ -81,11 +85,12 @@ var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 })
 
 // shownTextJS is what a page says in the words table's voice: its text
-// without what people and the agent wrote (the agent's narration, what a
-// page quotes, e-mail addresses).
+// without what people, programs and the agent wrote (the agent's
+// narration, what a page quotes, a provider's answer as recorded, e-mail
+// addresses).
 const shownTextJS = `(() => {
 	const c = document.body.cloneNode(true);
-	c.querySelectorAll('script, style, template, .narration, #narration, q, .lang-picker option').forEach(e => e.remove());
+	c.querySelectorAll('script, style, template, .narration, #narration, q, samp, .lang-picker option').forEach(e => e.remove());
 	return c.innerText.replace(/[\w.+-]+@[\w.-]+/g, ' ');
 })()`
 

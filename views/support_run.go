@@ -182,13 +182,6 @@ func callTook(l Lang, c store.ProviderCall) string {
 	return l.T("support.call.took_value", map[string]any{"Took": took.String(), "MS": took.Milliseconds()})
 }
 
-func callResult(l Lang, c store.ProviderCall) string {
-	if !c.Ended {
-		return l.T("support.call.unfinished")
-	}
-	return c.Result
-}
-
 func shorten(s string) string {
 	if r := []rune(s); len(r) > sampleLen {
 		return string(r[:sampleLen-1]) + "…"
