@@ -18,6 +18,7 @@ import (
 	"github.com/labstack/echo/v4"
 
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // Codes of API requests that cannot be read.
@@ -141,11 +142,13 @@ type apiStatusOfRun struct {
 	State string    `json:"state"`
 }
 
-// newAPISnapshot shapes a snapshot for what the user may see of it.
-func newAPISnapshot(s *store.Snapshot, access Access) any {
+// newAPISnapshot shapes a snapshot for what the user may see of it, its
+// final message in l (a human field: Accept-Language decides it).
+func newAPISnapshot(s *store.Snapshot, access Access, l views.Lang) any {
 	var final *string
 	if s.FinalMessage != nil {
-		final = &s.FinalMessage.Body
+		text := s.FinalMessage.In.Or(l.Tag.String(), s.FinalMessage.Body)
+		final = &text
 	}
 	if access != AccessFull {
 		return apiStatusSnapshot{Access: "status", Run: apiStatusOfRun{ID: s.Run.ID, State: s.Run.State}, FinalMessage: final}
@@ -444,13 +447,13 @@ func (h *Handler) apiShowRun(c echo.Context) error {
 		if err != nil {
 			return err
 		}
-		return c.JSON(http.StatusOK, newAPIFamilySnapshot(fam, access))
+		return c.JSON(http.StatusOK, newAPIFamilySnapshot(fam, access, viewerLang(c)))
 	}
 	snap, err := h.store.SnapshotState(c.Request().Context(), run.ID)
 	if err != nil {
 		return err
 	}
-	return c.JSON(http.StatusOK, newAPISnapshot(snap, access))
+	return c.JSON(http.StatusOK, newAPISnapshot(snap, access, viewerLang(c)))
 }
 
 // apiChildSnapshot is a child's snapshot in its request's: the child's
@@ -467,20 +470,20 @@ type apiChildSnapshot struct {
 
 // newAPIFamilySnapshot is a request's snapshot with its children's, for
 // what the user may see of the family (the parent's access is the family's).
-func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access) any {
-	out := newAPISnapshot(fam.Parent, access)
+func newAPIFamilySnapshot(fam *store.FamilySnapshot, access Access, l views.Lang) any {
+	out := newAPISnapshot(fam.Parent, access, l)
 	full, ok := out.(apiSnapshot)
 	if !ok {
 		status := out.(apiStatusSnapshot)
 		for _, c := range fam.Children {
-			status.Children = append(status.Children, newAPISnapshot(c, access).(apiStatusSnapshot))
+			status.Children = append(status.Children, newAPISnapshot(c, access, l).(apiStatusSnapshot))
 		}
 		return status
 	}
 	full.Children = make([]apiChildSnapshot, 0, len(fam.Children))
 	cursor := []string{strconv.FormatInt(full.CoveringSeq, 10)}
 	for _, c := range fam.Children {
-		if child, ok := newAPISnapshot(c, access).(apiSnapshot); ok {
+		if child, ok := newAPISnapshot(c, access, l).(apiSnapshot); ok {
 			full.Children = append(full.Children, apiChildSnapshot{ID: c.Run.ID, State: c.Run.State,
 				OrderID: c.Run.OrderID, Amount: c.Run.Amount, Currency: c.Run.Currency, apiSnapshot: child})
 			cursor = append(cursor, strconv.FormatInt(child.CoveringSeq, 10))

@@ -73,7 +73,7 @@ func (h *Handler) apiListEvents(c echo.Context) error {
 			return serr
 		}
 		p := problemIn(err, viewerLang(c))
-		body, err := goneBody(apiErrorBody{Code: p.code, Message: p.message}, newAPISnapshot(snap, access))
+		body, err := goneBody(apiErrorBody{Code: p.code, Message: p.message}, newAPISnapshot(snap, access, viewerLang(c)))
 		if err != nil {
 			return err
 		}

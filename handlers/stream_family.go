@@ -126,7 +126,7 @@ func (m *familyMember) Reset(ctx context.Context, snap *store.Snapshot, banner b
 	m.adopt(snap)
 	m.fs.view.Offline[m.i] = banner
 	if !m.fs.f.rendersPage() {
-		return json.Marshal(newAPISnapshot(snap, m.fs.access))
+		return json.Marshal(newAPISnapshot(snap, m.fs.access, views.LangFrom(ctx)))
 	}
 	m.fs.actionsChanged()
 	return renderBytes(views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang), views.FamilyStreamReset(m.fs.view, m.i))

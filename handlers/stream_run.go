@@ -357,21 +357,21 @@ type jsonStream struct{}
 func (jsonStream) answersDenialInStream() bool { return false }
 func (jsonStream) rendersPage() bool           { return false }
 
-func (jsonStream) event(_ context.Context, v *views.RunView, ev store.Event, frames *stream.Frames) (string, []byte, error) {
+func (jsonStream) event(ctx context.Context, v *views.RunView, ev store.Event, frames *stream.Frames) (string, []byte, error) {
 	if v.Full {
 		b, err := frames.Get("json", func() ([]byte, error) { return json.Marshal(ev) })
 		return "", b, err
 	}
 	var final *string
-	if v.FinalMessage != "" {
-		final = &v.FinalMessage
+	if text := v.Progress.Answer(views.LangFrom(ctx).Tag.String()); text != "" {
+		final = &text
 	}
 	b, err := json.Marshal(apiStatusSnapshot{Access: "status", Run: apiStatusOfRun{ID: v.Run.ID, State: v.State}, FinalMessage: final})
 	return "status", b, err
 }
 
-func (jsonStream) reset(_ context.Context, _ *views.RunView, snap *store.Snapshot, access Access, _ bool) ([]byte, error) {
-	return json.Marshal(newAPISnapshot(snap, access))
+func (jsonStream) reset(ctx context.Context, _ *views.RunView, snap *store.Snapshot, access Access, _ bool) ([]byte, error) {
+	return json.Marshal(newAPISnapshot(snap, access, views.LangFrom(ctx)))
 }
 
 func (jsonStream) closing(_ context.Context, r stream.Reason) ([]byte, error) {

@@ -173,9 +173,9 @@ func (h *Handler) exportRun(c echo.Context) error {
 	}
 	snap := d.Snap
 	out := supportExport{Events: snap.Events, ExportedAt: time.Now().UTC(), Ledger: []supportLedgerEntry{}}
-	api, ok := newAPISnapshot(snap, AccessFull).(apiSnapshot)
+	api, ok := newAPISnapshot(snap, AccessFull, views.English).(apiSnapshot)
 	if !ok {
-		return fmt.Errorf("handlers: export run: the full snapshot is a %T", newAPISnapshot(snap, AccessFull))
+		return fmt.Errorf("handlers: export run: the full snapshot is a %T", newAPISnapshot(snap, AccessFull, views.English))
 	}
 	out.apiSnapshot = api
 	for _, op := range snap.Operations {
