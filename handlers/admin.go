@@ -76,7 +76,7 @@ func (h *Handler) setUserGrant(c echo.Context) error {
 	if err := h.store.SetGrant(c.Request().Context(), id, f.Grant, f.On); err != nil {
 		return err
 	}
-	data := map[string]any{"Who": u.Name + " (" + u.Email + ")", "Grant": views.GrantWords(f.Grant)}
+	data := map[string]any{"Who": u.Name + " (" + u.Email + ")", "Grant": views.GrantWordsIn(langOf(c), f.Grant)}
 	if !f.On {
 		return h.backToUsers(c, "form.grant_taken", data)
 	}

@@ -153,7 +153,7 @@ func (h *Handler) removeWebhook(c echo.Context) error {
 	if err := h.store.DeleteWebhook(ctx, id); err != nil {
 		return err
 	}
-	return h.backToWebhooks(c, views.WebhookDeletedWords(ep.URL))
+	return h.backToWebhooks(c, views.WebhookDeletedWordsIn(langOf(c), ep.URL))
 }
 
 func (h *Handler) disableWebhook(c echo.Context) error {
@@ -169,7 +169,7 @@ func (h *Handler) disableWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.backToWebhooks(c, views.WebhookDisabledWords(ep.URL))
+	return h.backToWebhooks(c, views.WebhookDisabledWordsIn(langOf(c), ep.URL))
 }
 
 func (h *Handler) enableWebhook(c echo.Context) error {
@@ -189,7 +189,7 @@ func (h *Handler) enableWebhook(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.backToWebhooks(c, views.WebhookEnabledWords(ep.URL, from))
+	return h.backToWebhooks(c, views.WebhookEnabledWordsIn(langOf(c), ep.URL, from))
 }
 
 // resendDelivery is "send again" on one attempt's row: the delivery is
@@ -203,7 +203,7 @@ func (h *Handler) resendDelivery(c echo.Context) error {
 	if err != nil {
 		return err
 	}
-	return h.backToWebhooks(c, views.WebhookResentWords(typ, seq))
+	return h.backToWebhooks(c, views.WebhookResentWordsIn(langOf(c), typ, seq))
 }
 
 func (h *Handler) backToWebhooks(c echo.Context, msg string) error {

@@ -42,10 +42,6 @@ func auditActionWords(l Lang, action string) string {
 	return action
 }
 
-// GrantWords says in English what a grant lets its holder do
-// (GrantWordsIn).
-func GrantWords(grant string) string { return GrantWordsIn(English, grant) }
-
 // GrantWordsIn says what a grant lets its holder do, in l.
 func GrantWordsIn(l Lang, grant string) string {
 	if key := "admin.grant." + grant; l.has(key) {

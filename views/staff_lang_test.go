@@ -334,7 +334,7 @@ func TestStaffLang_Webhooks(t *testing.T) {
 	if got, want := views.WebhookEnabledWordsIn(staffZh, "https://x.example", staffAt), "已启用 https://x.example：投递从 2026年3月14日 09:26 UTC 的事件起继续；更早的待投递事件会被跳过。"; got != want {
 		t.Errorf("enabled from, in Chinese: %q, want %q", got, want)
 	}
-	if got, want := views.WebhookEnabledWords("https://x.example", staffAt), "Enabled https://x.example: deliveries go on from the events of 2026-03-14 09:26 UTC; earlier ones still waiting are skipped."; got != want {
+	if got, want := views.WebhookEnabledWordsIn(views.English, "https://x.example", staffAt), "Enabled https://x.example: deliveries go on from the events of 2026-03-14 09:26 UTC; earlier ones still waiting are skipped."; got != want {
 		t.Errorf("enabled from, in English: %q, want %q", got, want)
 	}
 }
