@@ -81,29 +81,32 @@ func (s *starter) start(ctx context.Context) (runJSON, error) {
 // runsSummary is what runs mode prints.
 type runsSummary struct {
 	meta
-	Inflight        int                `json:"inflight"`
-	Slots           int                `json:"slots"`
-	Pace            string             `json:"pace"`
-	Workers         int                `json:"extra_workers"`
-	Pool            int                `json:"pool"`
-	Window          float64            `json:"window_s"`
-	Finished        int                `json:"finished"`
-	Completed       int                `json:"completed"`
-	RunsPerMin      float64            `json:"runs_per_min"`
-	DurP50          float64            `json:"duration_p50_s"`
-	DurP99          float64            `json:"duration_p99_s"`
-	ServiceP50      float64            `json:"service_p50_s"`
-	ServiceP99      float64            `json:"service_p99_s"`
-	Errors          int                `json:"errors"`
-	FirstError      string             `json:"first_error,omitempty"`
-	ActiveBackends  float64            `json:"active_backends"`
-	Waits           []waitShare        `json:"waits"`
-	CPU             map[string]float64 `json:"cpu_pct"`
-	CommitsPerS     float64            `json:"commits_per_s"`
-	WALSyncsPerS    float64            `json:"wal_syncs_per_s"`
-	WALWritesPerS   float64            `json:"wal_writes_per_s"`
-	WALRecordsPerS  float64            `json:"wal_records_per_s"`
-	NotifyLockShare float64            `json:"lock_object_share"`
+	Inflight       int                `json:"inflight"`
+	Slots          int                `json:"slots"`
+	Pace           string             `json:"pace"`
+	Workers        int                `json:"extra_workers"`
+	Pool           int                `json:"pool"`
+	Window         float64            `json:"window_s"`
+	Finished       int                `json:"finished"`
+	Completed      int                `json:"completed"`
+	RunsPerMin     float64            `json:"runs_per_min"`
+	DurP50         float64            `json:"duration_p50_s"`
+	DurP99         float64            `json:"duration_p99_s"`
+	ServiceP50     float64            `json:"service_p50_s"`
+	ServiceP99     float64            `json:"service_p99_s"`
+	Errors         int                `json:"errors"`
+	FirstError     string             `json:"first_error,omitempty"`
+	ActiveBackends float64            `json:"active_backends"`
+	Waits          []waitShare        `json:"waits"`
+	CPU            map[string]float64 `json:"cpu_pct"`
+	CommitsPerS    float64            `json:"commits_per_s"`
+	// CommitsPerRun is commits in refundd's database per run finished in
+	// the window: the transactions a run costs, all parts counted.
+	CommitsPerRun   float64 `json:"commits_per_run"`
+	WALSyncsPerS    float64 `json:"wal_syncs_per_s"`
+	WALWritesPerS   float64 `json:"wal_writes_per_s"`
+	WALRecordsPerS  float64 `json:"wal_records_per_s"`
+	NotifyLockShare float64 `json:"lock_object_share"`
 }
 
 // waitShare is one wait event: backends waiting on it, on average.
@@ -121,8 +124,8 @@ func (s *runsSummary) String() string {
 		s.DurP50, s.DurP99, s.ServiceP50, s.ServiceP99)
 	fmt.Fprintf(&b, "CPU, %% of one core: refundd %.0f, postgres %.0f, load test %.0f, machine %.0f of 200\n",
 		s.CPU["refundd"], s.CPU["postgres"], s.CPU["loadtest"], s.CPU["machine"])
-	fmt.Fprintf(&b, "commits/s %.0f, WAL syncs/s %.0f, WAL writes/s %.0f, WAL records/s %.0f\n",
-		s.CommitsPerS, s.WALSyncsPerS, s.WALWritesPerS, s.WALRecordsPerS)
+	fmt.Fprintf(&b, "commits/s %.0f (%.1f a run), WAL syncs/s %.0f, WAL writes/s %.0f, WAL records/s %.0f\n",
+		s.CommitsPerS, s.CommitsPerRun, s.WALSyncsPerS, s.WALWritesPerS, s.WALRecordsPerS)
 	fmt.Fprintf(&b, "active backends (avg): %.2f; waiting on:", s.ActiveBackends)
 	for _, w := range s.Waits {
 		fmt.Fprintf(&b, " %s %.2f;", w.Event, w.Backends)
@@ -198,6 +201,9 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	smp.fill(sum)
 	if err := countRuns(ctx, db, prefix, smp.from, smp.to, sum); err != nil {
 		return nil, err
+	}
+	if sum.RunsPerMin > 0 {
+		sum.CommitsPerRun = sum.CommitsPerS * 60 / sum.RunsPerMin
 	}
 	sum.Errors = int(errs.Load())
 	if err, _ := firstErr.Load().(error); err != nil {
