@@ -99,7 +99,7 @@ func (e *env) ownDatabase(ctx context.Context) error {
 		return err
 	}
 	e.st, e.dbURL = st, st.URL()
-	if e.o.mode == "family" {
+	if e.o.mode == "family" || e.o.statements {
 		if err := e.countStatements(ctx); err != nil {
 			return err
 		}

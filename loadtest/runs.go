@@ -102,11 +102,13 @@ type runsSummary struct {
 	CommitsPerS    float64            `json:"commits_per_s"`
 	// CommitsPerRun is commits in refundd's database per run finished in
 	// the window: the transactions a run costs, all parts counted.
-	CommitsPerRun   float64 `json:"commits_per_run"`
-	WALSyncsPerS    float64 `json:"wal_syncs_per_s"`
-	WALWritesPerS   float64 `json:"wal_writes_per_s"`
-	WALRecordsPerS  float64 `json:"wal_records_per_s"`
-	NotifyLockShare float64 `json:"lock_object_share"`
+	CommitsPerRun float64 `json:"commits_per_run"`
+	// Statements are the most called statements a run costs (-statements).
+	Statements      []stmtShare `json:"statements_per_run,omitempty"`
+	WALSyncsPerS    float64     `json:"wal_syncs_per_s"`
+	WALWritesPerS   float64     `json:"wal_writes_per_s"`
+	WALRecordsPerS  float64     `json:"wal_records_per_s"`
+	NotifyLockShare float64     `json:"lock_object_share"`
 }
 
 // waitShare is one wait event: backends waiting on it, on average.
@@ -131,6 +133,12 @@ func (s *runsSummary) String() string {
 		fmt.Fprintf(&b, " %s %.2f;", w.Event, w.Backends)
 	}
 	fmt.Fprintf(&b, "\nerrors: %d %s\n", s.Errors, s.FirstError)
+	if len(s.Statements) > 0 {
+		b.WriteString("\nstatements a run (pg_stat_statements calls in the window over the runs finished in it):\n")
+		for _, st := range s.Statements {
+			fmt.Fprintf(&b, "%7.2f  %s\n", st.PerRun, st.Query)
+		}
+	}
 	return b.String()
 }
 
@@ -192,7 +200,17 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 		stopLoops()
 		return nil, ctx.Err()
 	}
+	var before, after map[string]float64
+	if o.statements {
+		if before, err = stmtCalls(ctx, db); err != nil {
+			stopLoops()
+			return nil, err
+		}
+	}
 	smp, err := sampleWindow(ctx, db, base, pids, o.duration-o.warmup)
+	if err == nil && o.statements {
+		after, err = stmtCalls(ctx, db)
+	}
 	stopLoops()
 	loops.Wait()
 	if err != nil {
@@ -204,6 +222,9 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	}
 	if sum.RunsPerMin > 0 {
 		sum.CommitsPerRun = sum.CommitsPerS * 60 / sum.RunsPerMin
+	}
+	if o.statements {
+		sum.Statements = topStatements(before, after, float64(sum.Finished))
 	}
 	sum.Errors = int(errs.Load())
 	if err, _ := firstErr.Load().(error); err != nil {
