@@ -23,6 +23,9 @@ const topStatementsShown = 25
 // stmtCalls are pg_stat_statements' calls by statement in refundd's
 // database (the load test's own reads of the views left out).
 func stmtCalls(ctx context.Context, db *sql.DB) (map[string]float64, error) {
+	if _, err := db.ExecContext(ctx, `CREATE EXTENSION IF NOT EXISTS pg_stat_statements`); err != nil {
+		return nil, fmt.Errorf("pg_stat_statements (run with -statements and no -url): %w", err)
+	}
 	rows, err := db.QueryContext(ctx, `SELECT query, sum(calls) FROM pg_stat_statements
         WHERE dbid = (SELECT oid FROM pg_database WHERE datname = current_database())
           AND query NOT LIKE '%pg_stat%' GROUP BY query`)
