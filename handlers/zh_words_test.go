@@ -57,7 +57,7 @@ var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 			}
 		}
 	}
-	blank := regexp.MustCompile(`\{\{[^}]*\}\}`)
+	blank, word := regexp.MustCompile(`\{\{[^}]*\}\}`), regexp.MustCompile(`[A-Za-z]{3}`)
 	seen := map[string]bool{}
 	var out []*regexp.Regexp
 	for k, en := range all["en"] {
@@ -73,7 +73,7 @@ var englishWords = sync.OnceValues(func() ([]*regexp.Regexp, error) {
 			// provider wrote ("declined by the card issuer").
 			if len(words) == 0 || len(words) == 1 && (len(part) < 6 || strings.ContainsAny(part, "._") || unicode.IsLower(rune(part[0]))) ||
 				len(words) > 1 && len(part) < 10 || // "of the
-				strings.Contains(zh, part) || seen[part] || !regexp.MustCompile(`[A-Za-z]{3}`).MatchString(part) {
+				strings.Contains(zh, part) || seen[part] || !word.MatchString(part) {
 				continue
 			}
 			seen[part] = true
