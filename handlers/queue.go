@@ -58,7 +58,7 @@ func (h *Handler) streamQueue(c echo.Context) error {
 	}
 	start, err := queueStart(c.QueryParam("start"))
 	if err != nil {
-		return g.answer(c, err.Error())
+		return g.answer(c, langOf(c).Refusal(err))
 	}
 	sc := h.engine.NewConn(c, currentUser(c).ID)
 	defer sc.End()

@@ -123,16 +123,18 @@ func (m *familyMember) adopt(snap *store.Snapshot) *views.RunView {
 }
 
 func (m *familyMember) Reset(ctx context.Context, snap *store.Snapshot, banner bool) ([]byte, error) {
+	ctx = views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang)
 	m.adopt(snap)
 	m.fs.view.Offline[m.i] = banner
 	if !m.fs.f.rendersPage() {
 		return json.Marshal(newAPISnapshot(snap, m.fs.access, views.LangFrom(ctx)))
 	}
 	m.fs.actionsChanged()
-	return renderBytes(views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang), views.FamilyStreamReset(m.fs.view, m.i))
+	return renderBytes(ctx, views.FamilyStreamReset(m.fs.view, m.i))
 }
 
 func (m *familyMember) Event(ctx context.Context, ev store.Event, frames *stream.Frames) (string, []byte, error) {
+	ctx = views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang)
 	if m.fs.access != AccessFull && ev.Type == store.EventNarrationDelta {
 		return "", nil, nil
 	}
@@ -144,7 +146,7 @@ func (m *familyMember) Event(ctx context.Context, ev store.Event, frames *stream
 	if ev.Type == store.EventNarrationDelta {
 		return "", nil, nil // the request's page shows no narration
 	}
-	data, err := renderBytes(views.WithLang(ctx, m.fs.view.Parent().Viewer.Lang), views.FamilyStreamEvent(m.fs.view, m.i, m.fs.actionsChanged()))
+	data, err := renderBytes(ctx, views.FamilyStreamEvent(m.fs.view, m.i, m.fs.actionsChanged()))
 	return "", data, err
 }
 

@@ -308,17 +308,17 @@ var (
 	_ streamFormat = jsonStream{}
 )
 
-// closeMessage is what a person reads when a run's stream ends.
-func closeMessage(r stream.Reason) string {
+// closeMessage is what a person reads when a run's stream ends, in l.
+func closeMessage(r stream.Reason, l views.Lang) string {
 	switch r {
 	case stream.Denied:
-		return "This run is not available to you."
+		return l.T("refuse.run_denied")
 	case stream.SignedOut:
-		return "Your session has ended. Log in again to follow this run."
+		return l.T("refuse.run_signed_out")
 	case stream.Restarting:
-		return "The server is restarting. Reconnect after the retry hint with Last-Event-ID: nothing is lost."
+		return l.T("refuse.run_restarting")
 	}
-	return views.RunFinished
+	return l.T("run.finished")
 }
 
 // htmlStream sends the run page's own components as out-of-band swaps.
@@ -347,7 +347,7 @@ func (htmlStream) closing(ctx context.Context, r stream.Reason) ([]byte, error) 
 	if r == stream.Restarting {
 		return renderBytes(ctx, views.StreamRestarting())
 	}
-	return renderBytes(ctx, views.StreamClose(closeMessage(r), r != stream.Finished))
+	return renderBytes(ctx, views.StreamClose(closeMessage(r, views.LangFrom(ctx)), r != stream.Finished))
 }
 
 // jsonStream sends the event JSON of DESIGN.md; a status-only viewer gets
@@ -374,6 +374,6 @@ func (jsonStream) reset(ctx context.Context, _ *views.RunView, snap *store.Snaps
 	return json.Marshal(newAPISnapshot(snap, access, views.LangFrom(ctx)))
 }
 
-func (jsonStream) closing(_ context.Context, r stream.Reason) ([]byte, error) {
-	return json.Marshal(map[string]string{"reason": r.String(), "message": closeMessage(r)})
+func (jsonStream) closing(ctx context.Context, r stream.Reason) ([]byte, error) {
+	return json.Marshal(map[string]string{"reason": r.String(), "message": closeMessage(r, views.LangFrom(ctx))})
 }

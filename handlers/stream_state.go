@@ -27,15 +27,16 @@ type roleGate struct {
 func (g roleGate) refuse(c echo.Context, u *store.User) (bool, error) {
 	switch {
 	case u == nil:
-		return true, g.answer(c, g.signedOut)
+		return true, g.answer(c, langOf(c).T(g.signedOut))
 	case u.Role != g.role:
-		return true, g.answer(c, g.denied)
+		return true, g.answer(c, langOf(c).T(g.denied))
 	}
 	return false, nil
 }
 
-func (g roleGate) answer(c echo.Context, msg string) error {
-	data, err := renderBytes(c.Request().Context(), views.StreamClosed(langOf(c).T(msg)))
+// answer closes the stream with words, in the viewer's language.
+func (g roleGate) answer(c echo.Context, words string) error {
+	data, err := renderBytes(c.Request().Context(), views.StreamClosed(words))
 	if err != nil {
 		return err
 	}

@@ -28,6 +28,7 @@ type Languages struct {
 	bundle  *i18n.Bundle
 	tags    []language.Tag // English first
 	matcher language.Matcher
+	langs   map[language.Tag]Lang // one each, made once: every request chooses one
 }
 
 // Catalogues are the languages of locales/, loaded once.
@@ -70,7 +71,11 @@ func LoadLanguages(fsys fs.FS, dir string) (*Languages, error) {
 	if !english {
 		return nil, fmt.Errorf("views: no English catalogue (en.toml) in %s", dir)
 	}
-	return &Languages{bundle: b, tags: tags, matcher: language.NewMatcher(tags)}, nil
+	l := &Languages{bundle: b, tags: tags, matcher: language.NewMatcher(tags), langs: map[language.Tag]Lang{}}
+	for _, t := range tags {
+		l.langs[t] = Lang{Tag: t, loc: i18n.NewLocalizer(b, t.String())}
+	}
+	return l, nil
 }
 
 // Tags are the languages spoken, English first.
@@ -109,8 +114,12 @@ func (l *Languages) Spoken(s string) (language.Tag, bool) {
 	return language.Und, false
 }
 
-// Lang is the viewer's language t (one of Tags).
+// Lang is the viewer's language t (one of Tags; another tag gets the
+// words of its best match).
 func (l *Languages) Lang(t language.Tag) Lang {
+	if lang, ok := l.langs[t]; ok {
+		return lang
+	}
 	return Lang{Tag: t, loc: i18n.NewLocalizer(l.bundle, t.String())}
 }
 

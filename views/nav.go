@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"strings"
+	"sync"
 
 	"github.com/a-h/templ"
 
@@ -76,6 +77,9 @@ func ariaCurrent(ctx context.Context, href string) templ.Attributes {
 // on decisions held while the page is not live, the announcer's status,
 // and the step timer's units ("{s}", "{m}", "{h}" stand for the numbers).
 func liveWords(l Lang) string {
+	if s, ok := liveWordsOf.Load(l.Tag); ok {
+		return s.(string) // every page carries them: made once a language
+	}
 	words := map[string]string{"elapsed.s": l.T("elapsed.s", map[string]any{"S": "{s}"}),
 		"elapsed.m": l.T("elapsed.m", map[string]any{"M": "{m}", "S": "{s}"}),
 		"elapsed.h": l.T("elapsed.h", map[string]any{"H": "{h}", "M": "{m}"})}
@@ -84,5 +88,8 @@ func liveWords(l Lang) string {
 		words[k] = l.T("banner." + k)
 	}
 	b, _ := json.Marshal(words) // strings only: it cannot fail
+	liveWordsOf.Store(l.Tag, string(b))
 	return string(b)
 }
+
+var liveWordsOf sync.Map // language.Tag → liveWords' JSON
