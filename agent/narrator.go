@@ -14,7 +14,7 @@ import (
 // only: nothing it says changes a run.
 type Facts struct {
 	Stage string // "planning" or "submitting"
-	// Language is the customer's (a BCP 47 tag; "" for English): the
+	// Language is the customer's (a BCP 47 tag; "" reads as English): the
 	// narration is spoken in it, and the amounts below are written in it.
 	Language    string `json:"language,omitempty"`
 	OrderID     int64

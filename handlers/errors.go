@@ -123,8 +123,8 @@ func viewerLang(c echo.Context) views.Lang {
 	if !isAPI(c.Request()) {
 		return langOf(c)
 	}
-	if al := c.Request().Header.Get("Accept-Language"); al != "" {
-		return views.Catalogues.Choose("", al)
+	if l, ok := views.Catalogues.Match(c.Request().Header.Get("Accept-Language")); ok {
+		return l
 	}
 	saved := ""
 	if u := currentUser(c); u != nil {

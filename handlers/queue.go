@@ -39,8 +39,8 @@ func (h *Handler) approvalQueue(c echo.Context) (*store.QueuePage, error) {
 
 // Why a queue stream ends for good, in the words its page shows.
 const (
-	msgQueueSignedOut = "refuse.queue_signed_out" // catalogue keys
-	msgQueueDenied    = "refuse.queue_denied"
+	keyQueueSignedOut = "refuse.queue_signed_out" // catalogue keys
+	keyQueueDenied    = "refuse.queue_denied"
 )
 
 // streamQueue is GET /queue/events: the approval queue, live, as a state
@@ -52,7 +52,7 @@ const (
 // a viewer who is no longer an approver gets event: close.
 func (h *Handler) streamQueue(c echo.Context) error {
 	g := roleGate{h: h, cred: h.streamCredential(c, uuid.Nil), role: store.RoleApprover,
-		signedOut: msgQueueSignedOut, denied: msgQueueDenied}
+		signedOut: keyQueueSignedOut, denied: keyQueueDenied}
 	if refused, err := g.refuse(c, currentUser(c)); refused {
 		return err
 	}

@@ -330,8 +330,9 @@ func (htmlStream) rendersPage() bool           { return true }
 func (htmlStream) event(ctx context.Context, v *views.RunView, ev store.Event, frames *stream.Frames) (string, []byte, error) {
 	render := func() ([]byte, error) { return renderBytes(ctx, views.StreamEvent(v, ev)) }
 	if ev.Type == store.EventNarrationDelta && v.Full && v.ShowsNarration(ev) {
-		// A narration chunk reads the same to everyone who sees it; a
-		// business event's panels are in each viewer's words.
+		// A narration chunk reads the same to everyone who sees it in one
+		// language (its frame is shared per language); a business event's
+		// panels are in each viewer's words.
 		data, err := frames.Get("html narration "+v.Viewer.Lang.Tag.String(), render)
 		return "", data, err
 	}

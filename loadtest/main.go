@@ -158,6 +158,9 @@ func (o *options) validate() error {
 	if o.mode == "webhooks" && o.url != "" {
 		return errors.New("-mode webhooks registers receivers of its own with a refundd dev of its own: it takes no -url")
 	}
+	if o.statements && (o.url != "" || o.mode != "runs" && o.mode != "webhooks") {
+		return errors.New("-statements counts in the load test's own cluster: runs or webhooks mode, without -url")
+	}
 	if o.appender != "async" && o.appender != "durable" {
 		return fmt.Errorf("-appender must be async or durable, got %q", o.appender)
 	}

@@ -40,7 +40,7 @@ func stmtCalls(ctx context.Context, db *sql.DB) (map[string]float64, error) {
 		if err := rows.Scan(&q, &n); err != nil {
 			return nil, err
 		}
-		out[q] += n
+		out[q] = n
 	}
 	return out, rows.Err()
 }
@@ -57,8 +57,8 @@ func topStatements(before, after map[string]float64, runs float64) []stmtShare {
 	for q, n := range after {
 		if d := n - before[q]; d > 0 {
 			q = strings.TrimSpace(spaces.ReplaceAllString(q, " "))
-			if len(q) > 140 {
-				q = q[:140] + "…"
+			if r := []rune(q); len(r) > 140 {
+				q = string(r[:140]) + "…"
 			}
 			out = append(out, stmtShare{Query: q, PerRun: d / runs})
 		}

@@ -135,10 +135,7 @@ func (p *MailPlanner) waitingWords(ctx context.Context, run *store.Run) (func(vi
 // else the one they asked in (asked: a run's language, for its owner),
 // else English (an email answers no Accept-Language).
 func langOf(u *store.User, asked string) views.Lang {
-	if _, ok := views.Catalogues.Spoken(u.Language); ok {
-		return views.Catalogues.Choose(u.Language, "")
-	}
-	return views.Catalogues.Choose(asked, "")
+	return views.Catalogues.Choose(u.Language, asked) // asked, a tag, reads as an Accept-Language
 }
 
 // mail is the ledger's row of one email of kind about request rootID to u.

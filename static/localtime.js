@@ -1,9 +1,10 @@
 // localtime.js: shows every <time datetime> in the viewer's own time zone,
 // with the zone named. The server writes UTC (pages without scripts, tests
 // and copies stay exact); here each time is written again as the browser's
-// zone reads it, in the page's language (<html lang>), at the precision the server chose (seconds and
-// milliseconds only where it showed them). Times that arrive later (live
-// streams, swaps) are rewritten as they are added.
+// zone reads it, in the page's language (<html lang>), at the precision
+// the server chose (seconds and milliseconds only where it showed them).
+// Times that arrive later (live streams, swaps) are rewritten as they are
+// added.
 (function () {
   'use strict';
 

@@ -77,8 +77,9 @@ type Run struct {
 	// changed timeline (CheckTimeline) and may have forgotten a refund it
 	// made. Not in the approval queue meanwhile, and nobody may decide it.
 	ProviderCheck bool `db:"provider_check" json:"-"`
-	// Language is the one the customer asked in (a BCP 47 tag; "" for
-	// English): the agent narrates in it.
+	// Language is the one the customer asked in (a BCP 47 tag, "en" or
+	// "zh-CN"; "" for runs from before languages, read as English): the
+	// agent narrates in it.
 	Language string `db:"language" json:"-"`
 }
 
@@ -114,7 +115,7 @@ type StartRequest struct {
 	// which this request asks again for (AskAgainOf).
 	RetryOf uuid.NullUUID
 	// Language is the customer's, as the page they asked from speaks it
-	// (a BCP 47 tag; "" for English).
+	// (a BCP 47 tag; "" reads as English).
 	Language string
 	// RatePerMinute caps the new runs the owner may start in a minute; a
 	// start that finds its existing run is never counted nor refused.

@@ -147,8 +147,8 @@ func waitingRefunds(l Lang, waiting []*RunView) string {
 }
 
 // decideBy is the deadline's sentence, in l ("An approver may decide
-// until …", as the page's DecideByLead … DecideByTail), "" when no
-// deadline binds the decision.
+// until …", as the run page words it), "" when no deadline binds the
+// decision.
 func decideBy(l Lang, t time.Time) string {
 	if t.IsZero() {
 		return ""

@@ -87,13 +87,21 @@ func (l *Languages) Choose(saved, acceptLanguage string) Lang {
 	if t, ok := l.Spoken(saved); ok {
 		return l.Lang(t)
 	}
-	if prefs, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil && len(prefs) > 0 {
-		_, i, conf := l.matcher.Match(prefs...)
-		if conf != language.No {
-			return l.Lang(l.tags[i])
-		}
+	if lang, ok := l.Match(acceptLanguage); ok {
+		return lang
 	}
 	return l.Lang(language.English)
+}
+
+// Match is the best match of an Accept-Language among the languages
+// spoken; false when none matches (or the header says nothing).
+func (l *Languages) Match(acceptLanguage string) (Lang, bool) {
+	if prefs, _, err := language.ParseAcceptLanguage(acceptLanguage); err == nil && len(prefs) > 0 {
+		if _, i, conf := l.matcher.Match(prefs...); conf != language.No {
+			return l.Lang(l.tags[i]), true
+		}
+	}
+	return Lang{}, false
 }
 
 // Spoken is the catalogue's tag for s (as a picker sends it, "zh-CN"),

@@ -8,8 +8,8 @@ import (
 )
 
 // Words shared by the staff pages (the queue, support's pages, the admin's
-// pages and the audit log), in the viewer's language: their catalogue is
-// locales/staff.*.toml.
+// pages and the audit log), in the viewer's language: their catalogue keys
+// are queue.*, support.*, admin.*, webhooks.*, provider.* and audit.*.
 
 // staffTime is t as the staff pages write it, in UTC, to the minute,
 // second or millisecond (precision "minute", "second", "milli"):

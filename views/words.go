@@ -90,7 +90,8 @@ type Said struct {
 	CancelGone string
 	// DecideBy is until when an approver may decide, while the run waits
 	// for one; zero when no deadline binds it. The page shows it in the
-	// viewer's time, between DecideByLead and DecideByTail.
+	// viewer's time, inside the run.decide_by_lead … run.decide_by_tail
+	// sentence.
 	DecideBy time.Time
 	// Outcome is the headline of how the run ended, "" while it goes on;
 	// Answer the run's one final answer (store.FinalMessage, the API's
