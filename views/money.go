@@ -63,17 +63,34 @@ func (l Lang) Money(minor int64, cur string) string {
 			short = amount
 		}
 	}
-	data := map[string]any{"Amount": amount, "Short": short, "Code": cur, "Symbol": cur}
+	p := patternOf(l, cur)
+	return sign + l.T(p.key, map[string]any{"Amount": amount, "Short": short, "Code": cur, "Symbol": p.symbol})
+}
+
+// moneyPattern is how a language writes a currency: its symbol there and
+// the catalogue key that places it.
+type moneyPattern struct{ symbol, key string }
+
+var patterns sync.Map // [2]string{tag, currency} → moneyPattern
+
+// patternOf is l's pattern for cur, worked out once (a page writes many
+// amounts).
+func patternOf(l Lang, cur string) moneyPattern {
+	id := [2]string{l.Tag.String(), cur}
+	if p, ok := patterns.Load(id); ok {
+		return p.(moneyPattern)
+	}
+	p := moneyPattern{symbol: cur, key: "money.symbol"}
 	if u, err := currency.ParseISO(cur); err == nil {
-		data["Symbol"] = message.NewPrinter(l.Tag).Sprint(currency.Symbol(u))
+		p.symbol = message.NewPrinter(l.Tag).Sprint(currency.Symbol(u))
 	}
-	key := "money.symbol"
 	if l.has("money." + cur) {
-		key = "money." + cur
-	} else if data["Symbol"] == cur {
-		key = "money.code" // no symbol of its own: "5.00 CHF", not "CHF5.00"
+		p.key = "money." + cur
+	} else if p.symbol == cur {
+		p.key = "money.code" // no symbol of its own: "5.00 CHF", not "CHF5.00"
 	}
-	return sign + l.T(key, data)
+	patterns.Store(id, p)
+	return p
 }
 
 // has reports whether l's catalogue (or English's) holds key.
