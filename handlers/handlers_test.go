@@ -125,14 +125,15 @@ func newApp(t testing.TB, cfg handlers.Config, opts ...appOption) *app {
 		cfg.Listener = l
 	}
 	if x := setup.executor; x != nil {
-		p := testkit.StartProvider(t, a.db, x.faults, 10*time.Second)
-		ac := agent.Config{ChunkEvery: time.Millisecond}
+		// The test releases a held answer itself: a refund it holds stays
+		// submitting until then, however loaded the machine, not
+		// reconciling once the provider's client (10 s) or the executor
+		// (5 s) gives up waiting.
+		wait, ac := 10*time.Second, agent.Config{ChunkEvery: time.Millisecond}
 		if x.faults.HoldAfterCommit {
-			// The test releases the held answer itself: a refund it holds
-			// stays submitting until then, however loaded the machine, not
-			// reconciling after the default 5 s.
-			ac.ProviderTimeout = time.Minute
+			wait, ac.ProviderTimeout = time.Minute, time.Minute
 		}
+		p := testkit.StartProvider(t, a.db, x.faults, wait)
 		testkit.StartExecutor(t, st, cfg.Listener, p.Client, x.narrator, ac)
 		a.sim = p.Sim
 	}
