@@ -25,6 +25,7 @@ import (
 
 func TestMain(m *testing.M) {
 	code := storetest.Main(m)
+	browsertest.Close()
 	// The binary buildBinary made for this process's tests.
 	if binPath != "" {
 		os.RemoveAll(filepath.Dir(binPath))

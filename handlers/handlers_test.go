@@ -24,6 +24,7 @@ import (
 
 	"github.com/refundd/refundd/agent"
 	"github.com/refundd/refundd/handlers"
+	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
@@ -33,7 +34,11 @@ import (
 	"github.com/refundd/refundd/views"
 )
 
-func TestMain(m *testing.M) { os.Exit(storetest.Main(m)) }
+func TestMain(m *testing.M) {
+	code := storetest.Main(m)
+	browsertest.Close()
+	os.Exit(code)
+}
 
 const testSessionKey = "test-session-key-0123456789abcdef"
 

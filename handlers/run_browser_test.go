@@ -349,6 +349,11 @@ func TestBrowser_ReconnectAfterSubmission(t *testing.T) {
 	if p := b.page(t); p.Step != "Sending to the payment provider" {
 		t.Errorf("a submitted refund's step reads %q, want it still sending", p.Step)
 	}
+	// Released only once the provider holds the committed refund: a
+	// release before it arrives would let nothing go.
+	testkit.WaitUntil(t, "the provider to commit the refund", 20*time.Second, func() bool {
+		return b.count(t, `SELECT count(*) FROM provider_refunds WHERE key IN (SELECT id::text FROM operations WHERE run_id = $1)`, run.ID) == 1
+	})
 	b.conns.closeAll()
 	b.sim.Release()
 	b.waitState(t, run.ID, store.StateCompleted)

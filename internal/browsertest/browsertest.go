@@ -1,6 +1,9 @@
 // Package browsertest gives tests a real, headless Chromium driven through
-// chromedp: one fresh browser per test, with its own profile and temporary
-// folder. A missing Chromium fails the test; browser tests are never skipped.
+// chromedp. One Chromium serves a whole test binary (starting one costs
+// about a second of CPU, and a suite has dozens of browser tests); each test
+// gets a browser context of its own, which shares no cookies, storage or
+// workers with any other. A missing Chromium fails the test; browser tests
+// are never skipped.
 package browsertest
 
 import (
@@ -10,6 +13,7 @@ import (
 	"os"
 	"os/exec"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -37,9 +41,9 @@ func ExecPath() (string, error) {
 		"); install it with `apt-get install -y --no-install-recommends chromium` (`make test` does this when run as root)")
 }
 
-// New starts a headless Chromium for this test and returns a context whose
-// chromedp actions run in its first tab. The browser is closed, and its
-// folders removed, when the test ends; the context expires after Timeout.
+// New opens a tab in a browser context of this test's own and returns a
+// context whose chromedp actions run in it. The browser context is closed
+// when the test ends; the context expires after Timeout.
 func New(tb testing.TB) context.Context {
 	tb.Helper()
 	return NewWithTimeout(tb, Timeout)
@@ -49,23 +53,52 @@ func New(tb testing.TB) context.Context {
 // test that visits many pages on a machine that may be busy.
 func NewWithTimeout(tb testing.TB, timeout time.Duration) context.Context {
 	tb.Helper()
+	browser, err := start()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	ctx, cancelContext := chromedp.NewContext(browser, chromedp.WithNewBrowserContext())
+	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
+	tb.Cleanup(func() {
+		cancelTimeout()
+		cancelContext() // closes the tab and disposes of its browser context
+	})
+	if err := chromedp.Do(ctx); err != nil {
+		tb.Fatalf("browsertest: open a tab: %v", err)
+	}
+	return ctx
+}
+
+// shared is the test binary's one Chromium, started by the first New.
+var shared struct {
+	once    sync.Once
+	ctx     context.Context // the browser's first tab; never used to act
+	err     error
+	close   func()
+	folders []string
+}
+
+func start() (context.Context, error) {
+	shared.once.Do(func() { shared.ctx, shared.err = launch() })
+	return shared.ctx, shared.err
+}
+
+func launch() (context.Context, error) {
 	exe, err := ExecPath()
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	// Created before the cleanups below are registered, so they are removed
-	// after the browser has exited.
-	profile := tb.TempDir()
-	// Not tb.TempDir(): Chromium puts its singleton socket in TMPDIR, and a
-	// socket's path must stay under ~107 bytes. Under a long test name
-	// (tb.TempDir() takes up to 64 bytes of it) Chromium starts without
-	// DevTools and chromedp reports only "chrome failed to start".
+	profile, err := os.MkdirTemp("", "crprofile")
+	if err != nil {
+		return nil, err
+	}
+	// Chromium puts its singleton socket in TMPDIR, and a socket's path
+	// must stay under ~107 bytes: a short folder of its own.
 	tmp, err := os.MkdirTemp("", "cr")
 	if err != nil {
-		tb.Fatal(err)
+		return nil, err
 	}
-	tb.Cleanup(func() { os.RemoveAll(tmp) })
-
+	shared.folders = []string{profile, tmp}
 	opts := append(chromedp.DefaultExecAllocatorOptions[:],
 		chromedp.ExecPath(exe),
 		chromedp.Headless,
@@ -82,17 +115,28 @@ func NewWithTimeout(tb testing.TB, timeout time.Duration) context.Context {
 	)
 	allocCtx, cancelAlloc := chromedp.NewExecAllocator(context.Background(), opts...)
 	ctx, cancelBrowser := chromedp.NewContext(allocCtx)
-	ctx, cancelTimeout := context.WithTimeout(ctx, timeout)
-	tb.Cleanup(func() {
-		cancelTimeout()
+	shared.close = func() {
 		cancelBrowser() // closes the browser and waits for it
 		cancelAlloc()
-	})
+	}
 	// Start the browser now, so a broken install fails here, clearly.
 	if err := chromedp.Do(ctx); err != nil {
-		tb.Fatalf("browsertest: start %s: %v", exe, err)
+		Close()
+		return nil, fmt.Errorf("browsertest: start %s: %w", exe, err)
 	}
-	return ctx
+	return ctx, nil
+}
+
+// Close stops the shared Chromium, if one was started, and removes its
+// folders. A TestMain calls it after m.Run; without it, Chromium dies with
+// the test binary (chromedp asks Linux to kill it) and its folders stay.
+func Close() {
+	if shared.close != nil {
+		shared.close()
+	}
+	for _, f := range shared.folders {
+		os.RemoveAll(f)
+	}
 }
 
 // Login signs in through the login form at baseURL and waits until the home
