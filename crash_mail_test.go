@@ -2,7 +2,10 @@ package main
 
 import (
 	"context"
+	"database/sql"
+	"os"
 	"slices"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -156,8 +159,37 @@ func wantOneEmailPerMessageID(t *testing.T, st *store.Store, mb *mailbox.Mailbox
 	slices.Sort(received)
 	if !slices.Equal(received, ledger) {
 		t.Errorf("the server received Message-IDs %v, want the ledger's %v", received, ledger)
+		logMissingMails(t, st, mb, ledger, copies)
 	}
 	if twice == 0 {
 		t.Errorf("no email was received twice: the kill did not land between the server's accept and the record (%d received)", len(msgs))
+	}
+}
+
+// logMissingMails says, of each mail the ledger holds and the server did
+// not receive, what the ledger recorded of its tries, and lists the
+// server's folder: what the next look at such a failure starts from.
+func logMissingMails(t *testing.T, st *store.Store, mb *mailbox.Mailbox, ledger []string, copies map[string]int) {
+	t.Helper()
+	for _, id := range ledger {
+		if copies[id] > 0 {
+			continue
+		}
+		var row struct {
+			State     string         `db:"state"`
+			Attempts  int            `db:"attempts"`
+			LastError sql.NullString `db:"last_error"`
+			SentAt    sql.NullTime   `db:"sent_at"`
+			Created   time.Time      `db:"created_at"`
+		}
+		err := storetest.DB(t, st).Get(&row, `SELECT state, attempts, last_error, sent_at, created_at FROM mails WHERE message_id = $1`, id)
+		t.Logf("not received: %s: %+v (%v)", id, row, err)
+	}
+	entries, err := os.ReadDir(mb.Dir())
+	t.Logf("the server's folder: %d entries (%v)", len(entries), err)
+	for _, e := range entries {
+		if !strings.HasSuffix(e.Name(), ".eml") {
+			t.Logf("  %s", e.Name())
+		}
 	}
 }
