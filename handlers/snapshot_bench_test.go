@@ -1,6 +1,7 @@
 package handlers_test
 
 import (
+	"bytes"
 	"context"
 	"database/sql"
 	"fmt"
@@ -15,6 +16,7 @@ import (
 
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/store"
+	"github.com/refundd/refundd/views"
 )
 
 // BenchmarkSnapshots500 times what a person opening a long run waits for
@@ -151,4 +153,37 @@ func quantileMs(d []time.Duration, p float64) float64 {
 	d = slices.Clone(d)
 	slices.Sort(d)
 	return float64(d[int(p*float64(len(d)-1))].Microseconds()) / 1000
+}
+
+// BenchmarkRunPageRender500 is the run page's render alone: the page of a
+// run of 500 events (SnapshotPage, as GET /runs/{id} reads it, read once)
+// rendered into a buffer, with no request, session or query. Its ns/op and
+// allocs/op are what a page costs beyond its SQL (issue 37, item 4):
+//
+//	go test -run '^$' -bench RunPageRender500 -benchmem ./handlers
+func BenchmarkRunPageRender500(b *testing.B) {
+	ctx := context.Background()
+	a := newApp(b, handlers.Config{})
+	run := a.startRun(b, "customer@example.com", 1)
+	appendNarration(b, a, run.ID, 10, 50)
+	u := a.user(b, "customer@example.com")
+	snap, err := a.store.SnapshotPage(ctx, run.ID, views.NarrationShown)
+	if err != nil {
+		b.Fatal(err)
+	}
+	for _, tag := range []string{"en", "zh-CN"} {
+		b.Run(tag, func(b *testing.B) {
+			rctx := views.WithLang(views.WithPath(ctx, "/runs/"+run.ID.String()), views.Catalogues.Choose(tag, ""))
+			viewer := views.Viewer{UserID: u.ID, MayCancel: true, MayAskAgain: true, Lang: views.Catalogues.Choose(tag, "")}
+			var buf bytes.Buffer
+			b.ReportAllocs()
+			for b.Loop() {
+				buf.Reset()
+				if err := views.RunPage(u, views.NewRunView(snap, true, viewer)).Render(rctx, &buf); err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.ReportMetric(float64(buf.Len()), "bytes/page")
+		})
+	}
 }

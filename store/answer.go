@@ -34,12 +34,14 @@ func (t Translations) Or(tag, english string) string {
 	return english
 }
 
-// Value stores t as a jsonb object ('{}' for none).
+// Value stores t as a jsonb object ('{}' for none), as text: with
+// binary_parameters, []byte would go as jsonb's binary form.
 func (t Translations) Value() (driver.Value, error) {
 	if t == nil {
-		return []byte("{}"), nil
+		return "{}", nil
 	}
-	return json.Marshal(map[string]string(t))
+	b, err := json.Marshal(map[string]string(t))
+	return string(b), err
 }
 
 // Scan reads a jsonb object.

@@ -82,7 +82,7 @@ func audit(ctx context.Context, tx *txn, action, subject string, details map[str
 	}
 	if _, err := tx.ExecContext(ctx, `INSERT INTO audit_log (actor_id, actor_ip, action, subject, details)
         VALUES ($1, $2, $3, $4, $5)`,
-		sql.NullInt64{Int64: a.UserID, Valid: a.UserID != 0}, a.IP, action, subject, b); err != nil {
+		sql.NullInt64{Int64: a.UserID, Valid: a.UserID != 0}, a.IP, action, subject, string(b)); err != nil {
 		return fmt.Errorf("store: audit %s: %w", action, err)
 	}
 	return nil

@@ -8,6 +8,8 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	neturl "net/url"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -120,17 +122,48 @@ func StreamPoolSize(n int) Option {
 	}
 }
 
+// oneRoundTrip is url with lib/pq's binary_parameters on, unless url sets
+// it: a statement with parameters is then sent in one round trip (Parse,
+// Bind, Execute together), where lib/pq otherwise waits for the Parse's
+// answer before it binds, two round trips for every such statement. Its
+// other effect, []byte parameters sent as binary data, is why no statement
+// here passes JSON or text as []byte: they go as strings.
+func oneRoundTrip(url string) (string, error) {
+	const key = "binary_parameters"
+	if strings.HasPrefix(url, "postgres://") || strings.HasPrefix(url, "postgresql://") {
+		u, err := neturl.Parse(url)
+		if err != nil {
+			return "", errors.New("the database URL does not parse") // the URL may hold a password: not echoed
+		}
+		q := u.Query()
+		if q.Has(key) {
+			return url, nil
+		}
+		q.Set(key, "yes")
+		u.RawQuery = q.Encode()
+		return u.String(), nil
+	}
+	if strings.Contains(url, key+"=") {
+		return url, nil
+	}
+	return strings.TrimSpace(url + " " + key + "=yes"), nil
+}
+
 // Open connects to the database at url and checks it answers.
 func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	o := options{poolSize: DefaultPoolSize, streamPoolSize: DefaultStreamPoolSize, driver: "postgres"}
 	for _, opt := range opts {
 		opt(&o)
 	}
-	db, err := sqlx.Open(o.driver, url)
+	conn, err := oneRoundTrip(url)
 	if err != nil {
 		return nil, fmt.Errorf("store: open: %w", err)
 	}
-	streams, err := sqlx.Open(o.driver, url)
+	db, err := sqlx.Open(o.driver, conn)
+	if err != nil {
+		return nil, fmt.Errorf("store: open: %w", err)
+	}
+	streams, err := sqlx.Open(o.driver, conn)
 	if err != nil {
 		db.Close()
 		return nil, fmt.Errorf("store: open: %w", err)
