@@ -11,6 +11,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -103,6 +104,13 @@ type runsSummary struct {
 	// CommitsPerRun is commits in refundd's database per run finished in
 	// the window: the transactions a run costs, all parts counted.
 	CommitsPerRun float64 `json:"commits_per_run"`
+	// PollsPerRun are the load test's own polls of runs in flight (GET
+	// /api/runs/{id}) per run finished, and CommitsPerPoll what one poll
+	// commits, measured alone before the load: OwnCommitsPerRun is
+	// CommitsPerRun without them, what refundd commits to make a run.
+	PollsPerRun      float64 `json:"polls_per_run"`
+	CommitsPerPoll   float64 `json:"commits_per_poll"`
+	OwnCommitsPerRun float64 `json:"own_commits_per_run"`
 	// Statements are the most called statements a run costs (-statements).
 	Statements      []stmtShare `json:"statements_per_run,omitempty"`
 	WALSyncsPerS    float64     `json:"wal_syncs_per_s"`
@@ -128,6 +136,8 @@ func (s *runsSummary) String() string {
 		s.CPU["refundd"], s.CPU["postgres"], s.CPU["loadtest"], s.CPU["machine"])
 	fmt.Fprintf(&b, "commits/s %.0f (%.1f a run), WAL syncs/s %.0f, WAL writes/s %.0f, WAL records/s %.0f\n",
 		s.CommitsPerS, s.CommitsPerRun, s.WALSyncsPerS, s.WALWritesPerS, s.WALRecordsPerS)
+	fmt.Fprintf(&b, "commits a run, the load test's polls taken out: %.1f (%.1f polls a run, %.2f commits each)\n",
+		s.OwnCommitsPerRun, s.PollsPerRun, s.CommitsPerPoll)
 	fmt.Fprintf(&b, "active backends (avg): %.2f; waiting on:", s.ActiveBackends)
 	for _, w := range s.Waits {
 		fmt.Fprintf(&b, " %s %.2f;", w.Event, w.Backends)
@@ -188,12 +198,15 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 		}
 		starters = append(starters, s)
 	}
+	if sum.CommitsPerPoll, err = commitsPerPoll(ctx, db, starters[0]); err != nil {
+		return nil, err
+	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
-	var errs atomic.Int64
+	var errs, polls atomic.Int64
 	var firstErr atomic.Value
 	for i := range o.inflight {
-		loops.Go(func() { closedLoop(loopCtx, starters[i%len(starters)], o.poll, &errs, &firstErr) })
+		loops.Go(func() { closedLoop(loopCtx, starters[i%len(starters)], o.poll, &polls, &errs, &firstErr) })
 	}
 	fmt.Fprintf(e.progress, "loadtest: %d runs in flight; measuring after %s for %s…\n", o.inflight, o.warmup, o.duration-o.warmup)
 	if !sleep(ctx, o.warmup) {
@@ -207,7 +220,9 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 			return nil, err
 		}
 	}
+	polled := polls.Load()
 	smp, err := sampleWindow(ctx, db, base, pids, o.duration-o.warmup)
+	polled = polls.Load() - polled
 	if err == nil && o.statements {
 		after, err = stmtCalls(ctx, db)
 	}
@@ -222,6 +237,8 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	}
 	if sum.RunsPerMin > 0 {
 		sum.CommitsPerRun = sum.CommitsPerS * 60 / sum.RunsPerMin
+		sum.PollsPerRun = float64(polled) / float64(max(sum.Finished, 1))
+		sum.OwnCommitsPerRun = sum.CommitsPerRun - sum.PollsPerRun*sum.CommitsPerPoll
 	}
 	if o.statements {
 		sum.Statements = topStatements(before, after, float64(sum.Finished))
@@ -291,7 +308,7 @@ func (e *env) startRunsProcesses(ctx context.Context) (string, []int, error) {
 }
 
 // closedLoop starts a run, polls it until it ends, and starts the next.
-func closedLoop(ctx context.Context, s *starter, poll time.Duration, errs *atomic.Int64, firstErr *atomic.Value) {
+func closedLoop(ctx context.Context, s *starter, poll time.Duration, polls, errs *atomic.Int64, firstErr *atomic.Value) {
 	fail := func(err error) bool {
 		if ctx.Err() != nil {
 			return false
@@ -314,6 +331,7 @@ func closedLoop(ctx context.Context, s *starter, poll time.Duration, errs *atomi
 			if !sleep(ctx, wait) {
 				return
 			}
+			polls.Add(1)
 			if r, err = s.c.run(ctx, r.ID); err != nil {
 				if !fail(err) {
 					return
@@ -322,6 +340,51 @@ func closedLoop(ctx context.Context, s *starter, poll time.Duration, errs *atomi
 			}
 		}
 	}
+}
+
+// statsLag is how long PostgreSQL may keep a backend's counters before
+// pg_stat_database shows them: an idle backend reports its pending
+// counts within PGSTAT_IDLE_INTERVAL (10 s).
+const statsLag = 11 * time.Second
+
+// commitsPerPoll is what one poll of a run (GET /api/runs/{id}) commits in
+// refundd's database: one run is started and waited for, then polled for
+// two seconds; the commits counted (once reported) less what as long an
+// idle time commits, over the polls.
+func commitsPerPoll(ctx context.Context, db *sql.DB, s *starter) (float64, error) {
+	r, err := s.start(ctx)
+	if err != nil {
+		return 0, fmt.Errorf("the poll's cost: %w", err)
+	}
+	for deadline := time.Now().Add(time.Minute); !terminal(r.State); {
+		if time.Now().After(deadline) || !sleep(ctx, 50*time.Millisecond) {
+			return 0, fmt.Errorf("the poll's cost: run %s did not end within a minute", r.ID)
+		}
+		if r, err = s.c.run(ctx, r.ID); err != nil {
+			return 0, fmt.Errorf("the poll's cost: %w", err)
+		}
+	}
+	commits := func() float64 {
+		c, err := readPGCounters(ctx, db)
+		if err != nil {
+			return math.NaN()
+		}
+		return c.commits
+	}
+	sleep(ctx, statsLag)
+	c0, began, n := commits(), time.Now(), 0
+	for time.Since(began) < 2*time.Second {
+		if _, err := s.c.run(ctx, r.ID); err != nil {
+			return 0, fmt.Errorf("the poll's cost: %w", err)
+		}
+		n++
+	}
+	sleep(ctx, statsLag)
+	span := time.Since(began)
+	c1 := commits()
+	sleep(ctx, span)
+	c2 := commits()
+	return ((c1 - c0) - (c2 - c1)) / float64(n), nil
 }
 
 // countRuns reads this invocation's runs that finished in [from, to).

@@ -47,6 +47,17 @@ type target struct {
 	client *apiClient
 	path   func(runID uuid.UUID) string // the stream's path
 	stop   func()
+	// scrape reads the server's counters by their Prometheus names;
+	// nil reads its /metrics.
+	scrape func(context.Context) (map[string]float64, error)
+}
+
+// counters reads the target's counters (target.scrape).
+func (t *target) counters(ctx context.Context) (map[string]float64, error) {
+	if t.scrape != nil {
+		return t.scrape(ctx)
+	}
+	return scrape(ctx, t.base)
 }
 
 // watchRound is one target's measurement in one round.
@@ -67,7 +78,7 @@ type watchRound struct {
 // duration and measures delivery. It returns the figures by key.
 func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	out := map[string]float64{}
-	m0, err := scrape(ctx, w.t.base)
+	m0, err := w.t.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -83,7 +94,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 		return nil, err
 	}
 	profiled := w.profileOpening(ctx)
-	mOpen, err := scrape(ctx, w.t.base)
+	mOpen, err := w.t.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -95,7 +106,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	out["open_s"] = time.Since(began).Seconds()
 	out["open_first_half_s"] = w.halfAt.Sub(began).Seconds()
 	out["open_second_half_s"] = time.Since(w.halfAt).Seconds()
-	mOpened, err := scrape(ctx, w.t.base)
+	mOpened, err := w.t.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -109,7 +120,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	if !sleep(ctx, 2*time.Second) { // let replays and first reads settle
 		return nil, ctx.Err()
 	}
-	m1, err := scrape(ctx, w.t.base)
+	m1, err := w.t.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -119,7 +130,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	if !sleep(ctx, w.o.idle) {
 		return nil, ctx.Err()
 	}
-	m2, err := scrape(ctx, w.t.base)
+	m2, err := w.t.counters(ctx)
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +277,7 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 			break
 		}
 	}
-	after, err := scrape(ctx, w.t.base)
+	after, err := w.t.counters(ctx)
 	if err != nil {
 		return err
 	}
@@ -376,16 +387,19 @@ func sleep(ctx context.Context, d time.Duration) bool {
 // watchersSummary is what watchers mode prints.
 type watchersSummary struct {
 	meta
-	Watchers int                  `json:"watchers"`
-	Runs     int                  `json:"runs"`
-	Rate     float64              `json:"rate"`
-	Duration string               `json:"duration"`
-	Stream   string               `json:"stream"`
-	From     string               `json:"from"`
-	Appender string               `json:"appender"`
-	Figures  []figure             `json:"figures"`
-	Refundd  []map[string]float64 `json:"refundd_rounds"`
-	Bare     []map[string]float64 `json:"bare_rounds,omitempty"`
+	Watchers int     `json:"watchers"`
+	Runs     int     `json:"runs"`
+	Rate     float64 `json:"rate"`
+	Duration string  `json:"duration"`
+	Stream   string  `json:"stream"`
+	From     string  `json:"from"`
+	Appender string  `json:"appender"`
+	// Bare names the reference: the load test's own bare server, or the
+	// outside reference's hub server (-reference).
+	BareIs  string               `json:"bare_is"`
+	Figures []figure             `json:"figures"`
+	Refundd []map[string]float64 `json:"refundd_rounds"`
+	Bare    []map[string]float64 `json:"bare_rounds,omitempty"`
 	// Incomplete says why fewer rounds than asked were measured.
 	Incomplete string `json:"incomplete,omitempty"`
 }
@@ -395,8 +409,8 @@ func (s *watchersSummary) String() string {
 	if s.Incomplete != "" {
 		note = "\nINCOMPLETE: " + s.Incomplete + "\n"
 	}
-	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g %s appends/s for %s, %d rounds, load %s → %s, %.0f s\n%s\n%s",
-		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Appender, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, note, table(s.Figures))
+	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g %s appends/s for %s, %d rounds, load %s → %s, %.0f s; bare: %s\n%s\n%s",
+		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Appender, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, s.BareIs, note, table(s.Figures))
 }
 
 // runWatchers measures refundd and the bare reference in interleaved
@@ -405,7 +419,10 @@ func (s *watchersSummary) String() string {
 func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 	o := e.o
 	sum := &watchersSummary{meta: newMeta(o), Watchers: o.watchers, Runs: o.runs, Rate: o.rate,
-		Duration: o.duration.String(), Stream: o.stream, From: o.from, Appender: o.appender}
+		Duration: o.duration.String(), Stream: o.stream, From: o.from, Appender: o.appender, BareIs: "the load test's bare server"}
+	if o.reference != "" {
+		sum.BareIs = "the hub server of " + o.reference
+	}
 	runs, err := e.watchedRuns(ctx)
 	if err != nil {
 		return nil, err
@@ -475,6 +492,9 @@ func (s *watchersSummary) partial(o *options, err error) (*watchersSummary, erro
 
 // target starts (or, with -url, reaches) the named server for one round.
 func (e *env) target(ctx context.Context, name string) (*target, error) {
+	if name == "bare" && e.o.reference != "" {
+		return e.startReference(ctx)
+	}
 	if name == "bare" {
 		p, err := e.startBare(ctx)
 		if err != nil {

@@ -1,0 +1,104 @@
+package main
+
+// The outside reference (../shared/perf-reference, written outside the
+// project): with -reference DIR the watchers mode's bare rounds run that
+// reference's hub server instead of the load test's own bare server, opened
+// by the same client as refundd, so "N× the reference" means what it means
+// in every other measurement of the project. Its server keeps no state in
+// PostgreSQL in hub mode, so only the opening, memory and idle rows are
+// measured against it (-rate 0).
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"time"
+
+	"github.com/google/uuid"
+)
+
+// startReference builds the reference's server into the load test's folder
+// (once) and starts it in hub mode on a free loopback port.
+func (e *env) startReference(ctx context.Context) (*target, error) {
+	bin := filepath.Join(e.dir, "reference-server")
+	if _, err := os.Stat(bin); err != nil {
+		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./server")
+		cmd.Dir = e.o.reference
+		if out, err := cmd.CombinedOutput(); err != nil {
+			return nil, fmt.Errorf("go build the reference server in %s: %v: %s", e.o.reference, err, out)
+		}
+	}
+	addr, err := freeLoopback()
+	if err != nil {
+		return nil, err
+	}
+	e.seq++
+	log := filepath.Join(e.dir, fmt.Sprintf("%02d-reference.log", e.seq))
+	p, err := startProc(ctx, "reference server", []string{bin, "-addr", addr}, os.Environ(), "", log)
+	if err != nil {
+		return nil, err
+	}
+	base := "http://" + addr
+	for deadline := time.Now().Add(30 * time.Second); ; time.Sleep(20 * time.Millisecond) {
+		if _, err := referenceStats(ctx, base); err == nil {
+			break
+		} else if time.Now().After(deadline) || ctx.Err() != nil {
+			p.stop()
+			return nil, fmt.Errorf("the reference server did not answer /stats within 30 s: %v: %s", err, p.lastLog())
+		}
+	}
+	return &target{name: "bare", base: base, client: newAPIClient(base, newTransport()), stop: p.stop,
+		path:   func(id uuid.UUID) string { return "/events?topic=" + id.String() + "&" },
+		scrape: func(ctx context.Context) (map[string]float64, error) { return referenceStats(ctx, base) }}, nil
+}
+
+// referenceStats reads the reference server's /stats as the names the
+// load test reads from refundd's /metrics. It counts no allocations: the
+// allocation row stays refundd's alone.
+func referenceStats(ctx context.Context, base string) (map[string]float64, error) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stats", nil)
+	if err != nil {
+		return nil, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return nil, fmt.Errorf("GET %s/stats: %s", base, resp.Status)
+	}
+	var s struct {
+		RSSKB      float64 `json:"rss_kb"`
+		CPUms      float64 `json:"cpu_ms"`
+		Goroutines float64 `json:"goroutines"`
+	}
+	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
+		return nil, fmt.Errorf("GET %s/stats: %w", base, err)
+	}
+	return map[string]float64{
+		"process_resident_memory_bytes": s.RSSKB * 1024,
+		"process_cpu_seconds_total":     s.CPUms / 1000,
+		"go_goroutines":                 s.Goroutines,
+	}, nil
+}
+
+// freeLoopback is a loopback address no one listens on now.
+func freeLoopback() (string, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	defer ln.Close()
+	return ln.Addr().String(), nil
+}
+
+var errReferenceRate = errors.New("-reference measures opening, memory and idle streams only: give -rate 0 (its hub server reads nothing from PostgreSQL)")
