@@ -374,19 +374,25 @@ func (e *Executor) keepLease(ctx context.Context, cancel context.CancelCauseFunc
 // steps advances the run as far as it can go now. It returns when the run
 // is finished, waits for a person, or must wait before the next try, with
 // that wait (zero: wait for a person) and the last seq it looked at.
+//
+// Each step starts from the run as last read or written: the claim's row,
+// or the row a step's own change returned (read under its lock, as fresh
+// as a read after it), and otherwise the run read again.
 func (e *Executor) steps(ctx context.Context, log *slog.Logger, run *store.Run) (after time.Duration, seen int64) {
+	now := &latest{run: run}
 	for ctx.Err() == nil {
-		var err error
-		run, err = e.store.RunByID(ctx, run.ID)
-		if err != nil {
-			log.Error("load run", "err", err)
-			return e.cfg.RetryBase, 0
+		if run = now.take(); run == nil {
+			var err error
+			if run, err = e.store.RunByID(ctx, now.id); err != nil {
+				log.Error("load run", "err", err)
+				return e.cfg.RetryBase, 0
+			}
 		}
 		seen = run.LastSeq
 		if store.Terminal(run.State) {
 			return 0, seen
 		}
-		wait, done, err := e.step(ctx, log, run)
+		wait, done, err := e.step(ctx, log, run, now)
 		switch {
 		case err != nil && ctx.Err() != nil:
 			return e.cfg.RetryBase, seen
@@ -400,9 +406,35 @@ func (e *Executor) steps(ctx context.Context, log *slog.Logger, run *store.Run) 
 	return e.cfg.RetryBase, seen
 }
 
+// latest is the run as a step's change left it, for the next step to start
+// from without reading it again; id is the run's, for when there is none.
+type latest struct {
+	id  uuid.UUID
+	run *store.Run
+}
+
+// take returns the run kept, once, or nil.
+func (l *latest) take() *store.Run {
+	r := l.run
+	if r != nil {
+		l.id = r.ID
+	}
+	l.run = nil
+	return r
+}
+
+// keep keeps the run a change returned (none after an error).
+func (l *latest) keep(r *store.Run, err error) error {
+	if err == nil && r != nil {
+		l.run = r
+	}
+	return err
+}
+
 // step takes one step; done means stop for now and come back after wait.
-// A panic in a step is recovered: it fails that step, not the worker.
-func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (wait time.Duration, done bool, err error) {
+// A panic in a step is recovered: it fails that step, not the worker. A
+// change that ends the step keeps the run it returned in now.
+func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run, now *latest) (wait time.Duration, done bool, err error) {
 	defer func() {
 		if p := recover(); p != nil {
 			log.Error("step panicked", "state", run.State, "panic", p, "stack", string(debug.Stack()))
@@ -429,10 +461,9 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 	}
 	switch run.State {
 	case store.StateCreated:
-		_, err := e.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))
-		return 0, false, ignoreDone(err)
+		return 0, false, ignoreDone(now.keep(e.store.Transition(ctx, run.ID, store.StateCreated, store.StatePlanning, store.EventOf(store.RunPlanning{}))))
 	case store.StatePlanning:
-		return 0, false, e.plan(ctx, run)
+		return 0, false, e.plan(ctx, run, now)
 	case store.StateAwaitingApproval:
 		// A person decides (Approve or cancel wakes us), or nobody does
 		// by the deadline: ReleaseRun makes the run due then.
@@ -446,7 +477,7 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run) (
 
 // plan checks the request against the order and policy, narrates, and asks
 // for approval (or proceeds when the policy needs none).
-func (e *Executor) plan(ctx context.Context, run *store.Run) error {
+func (e *Executor) plan(ctx context.Context, run *store.Run, now *latest) error {
 	order, err := e.store.OrderByID(ctx, run.OrderID)
 	if errors.Is(err, store.ErrNotFound) {
 		return e.finish(ctx, run, store.StateFailed, e.cfg.Answers.OrderMissing())
@@ -472,7 +503,7 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 	}
 	proposal := store.ActionProposed{Action: "refund", OrderID: order.ID, Amount: run.Amount, Currency: run.Currency}
 	if needsOK {
-		_, err := e.store.RequestApprovalWithin(ctx, run.ID, proposal, e.cfg.ApprovalDeadline)
+		err := now.keep(e.store.RequestApprovalWithin(ctx, run.ID, proposal, e.cfg.ApprovalDeadline))
 		if errors.Is(err, store.ErrProviderCheck) {
 			return nil // marked meanwhile: the next step asks the provider
 		}
@@ -484,10 +515,9 @@ func (e *Executor) plan(ctx context.Context, run *store.Run) error {
 		}
 		return ignoreDone(err)
 	}
-	_, err = e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,
+	return ignoreDone(now.keep(e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,
 		store.EventOf(proposal),
-		store.EventOf(store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{Policy: true}}}))
-	return ignoreDone(err)
+		store.EventOf(store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{Policy: true}}}))))
 }
 
 // settle gets the run's refund to a known outcome through the ledger:
