@@ -13,6 +13,7 @@ import (
 	"math/rand/v2"
 	"os"
 	"runtime/debug"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -542,7 +543,14 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 			return 0, false, err
 		}
 	}
-	op, err := e.store.SubmitOperation(ctx, run.ID)
+	// The run's refund, once recorded, is the one just read: asking the
+	// store to record it would only read it again under the lock.
+	var op *store.Operation
+	if i := slices.IndexFunc(ops, func(o store.Operation) bool { return o.Kind == store.KindRefund }); i >= 0 {
+		op, err = &ops[i], store.ErrAlreadyDone
+	} else {
+		op, err = e.store.SubmitOperation(ctx, run.ID)
+	}
 	fresh := err == nil
 	switch {
 	case errors.Is(err, store.ErrCancelRequested):
@@ -892,17 +900,15 @@ func (e *Executor) beginAttempt(ctx context.Context, run *store.Run, step string
 }
 
 func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store.Operation) error {
-	// Read now: the cancel may have come after the run was claimed.
-	r, err := e.store.RunByID(ctx, run.ID)
-	if err != nil {
-		return err
-	}
-	var extra []store.NewEvent
-	if r.CancelRequested() {
-		extra = append(extra, store.EventOf(store.CancelTooLatePayload{OperationID: op.ID}))
-	}
-	msg := e.cfg.Answers.Refunded(op.Amount, op.Currency, op.ProviderRef.String, r.CancelRequested())
-	_, err = e.store.FinishRun(ctx, run.ID, store.StateCompleted, msg, extra...)
+	// Worded under the run's lock: the cancel may have come after the run
+	// was claimed, up to the moment it ends.
+	_, err := e.store.FinishRunAs(ctx, run.ID, store.StateCompleted, func(r *store.Run) (store.Answer, []store.NewEvent) {
+		var extra []store.NewEvent
+		if r.CancelRequested() {
+			extra = append(extra, store.EventOf(store.CancelTooLatePayload{OperationID: op.ID}))
+		}
+		return e.cfg.Answers.Refunded(op.Amount, op.Currency, op.ProviderRef.String, r.CancelRequested()), extra
+	})
 	return ignoreDone(err)
 }
 

@@ -44,6 +44,13 @@ var ErrAlreadyDone = errors.New("store: already done")
 // time (CancelTooLate false) ends canceled only: ending it otherwise
 // changes nothing and returns ErrCancelRequested.
 func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state string, message Answer, extra ...NewEvent) (*Run, error) {
+	return s.FinishRunAs(ctx, runID, state, func(*Run) (Answer, []NewEvent) { return message, extra })
+}
+
+// FinishRunAs is FinishRun with the final message and the extra events
+// worded from the run as it is under its row lock (whether a cancel came,
+// say), so no read before it can be out of date by the time it ends the run.
+func (s *Store) FinishRunAs(ctx context.Context, runID uuid.UUID, state string, word func(*Run) (Answer, []NewEvent)) (*Run, error) {
 	end, ok := terminalEvent(state)
 	if !ok {
 		return nil, fmt.Errorf("store: finish run: %q is not a terminal state", state)
@@ -61,6 +68,7 @@ func (s *Store) FinishRun(ctx context.Context, runID uuid.UUID, state string, me
 				return "", nil, ErrCancelRequested
 			}
 		}
+		message, extra := word(r)
 		return finishLocked(ctx, tx, r, state, message, end, extra...)
 	})
 	return run, err

@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/google/uuid"
@@ -113,6 +114,7 @@ func (s *Store) SubmitOperation(ctx context.Context, runID uuid.UUID) (*Operatio
 			id, r.ID, r.OrderID, r.Amount, r.Currency); err != nil {
 			return "", nil, fmt.Errorf("store: create operation: %w", err)
 		}
+		s.opRuns.put(op.ID, r.ID)
 		return StateSubmitting, []NewEvent{EventOf(OperationSubmitted{op.facts()})}, nil
 	})
 	if err != nil && !errors.Is(err, ErrAlreadyDone) {
@@ -282,8 +284,13 @@ func (s *Store) BeginSubmit(ctx context.Context, opID uuid.UUID) (int64, error) 
 	return id, err
 }
 
-// runOfOperation is the run the operation belongs to.
+// runOfOperation is the run the operation belongs to. An operation never
+// changes run, so the answer is kept (opRuns): the executor asks it for
+// every call it begins and every outcome it records.
 func (s *Store) runOfOperation(ctx context.Context, opID uuid.UUID) (uuid.UUID, error) {
+	if runID, ok := s.opRuns.get(opID); ok {
+		return runID, nil
+	}
 	var runID uuid.UUID
 	if err := s.db.GetContext(ctx, &runID, `SELECT run_id FROM operations WHERE id = $1`, opID); err != nil {
 		if errors.Is(err, sql.ErrNoRows) {
@@ -291,7 +298,34 @@ func (s *Store) runOfOperation(ctx context.Context, opID uuid.UUID) (uuid.UUID, 
 		}
 		return uuid.Nil, fmt.Errorf("store: load operation: %w", err)
 	}
+	s.opRuns.put(opID, runID)
 	return runID, nil
+}
+
+// opRunCache maps operations to their runs, at most maxOpRuns of them (a
+// full cache starts again empty: the operations asked about are those of
+// the runs in flight).
+type opRunCache struct {
+	mu sync.Mutex
+	m  map[uuid.UUID]uuid.UUID
+}
+
+const maxOpRuns = 4096
+
+func (c *opRunCache) get(op uuid.UUID) (uuid.UUID, bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	run, ok := c.m[op]
+	return run, ok
+}
+
+func (c *opRunCache) put(op, run uuid.UUID) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.m == nil || len(c.m) >= maxOpRuns {
+		c.m = make(map[uuid.UUID]uuid.UUID)
+	}
+	c.m[op] = run
 }
 
 // OperationsByRun lists a run's ledger rows.

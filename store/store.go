@@ -50,6 +50,7 @@ type Store struct {
 	openReads atomic.Int64              // statements the stream-open readers ran, for tests
 	local     atomic.Pointer[Listener]  // WakeLocal
 	install   atomic.Pointer[uuid.UUID] // installation.id, read once (RefundKey)
+	opRuns    opRunCache                // each operation's run (runOfOperation)
 }
 
 // Option adjusts how Open sets up the pool.
