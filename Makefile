@@ -9,7 +9,7 @@ TEST_TIMEOUT ?= 8m
 # Inputs each fuzz target tries in `make test`, beyond its seed corpus. A
 # count, not a -fuzztime duration: in Go 1.26 a duration can end the run
 # with a spurious "context deadline exceeded" (go.dev/issue/75804).
-FUZZ_EXECS   ?= 2000
+FUZZ_EXECS   ?= 1000
 PG_BIN       := /usr/lib/postgresql/15/bin
 CHROMIUM     := /usr/lib/chromium/chromium
 VENDOR       := static/vendor
@@ -37,14 +37,17 @@ test: deps $(VENDOR_FILES)
 test-vet:
 	$(GO) vet ./...
 
-# test-go: every test but the handlers' (test-handlers).
+# test-go: every test but the handlers' (test-handlers). It and the fuzz
+# runs yield the CPU to the handlers' tests (nice), the longest job, so
+# that they fill its waits instead of stretching it.
+NICE ?= nice -n 5
 test-go:
-	$(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/handlers$$')
+	$(NICE) $(GO) test -timeout $(TEST_TIMEOUT) $$($(GO) list ./... | grep -v '/handlers$$')
 
 # test-handlers: the handlers' tests, browser ones included. They mostly
 # wait (on a browser, a stream, a deadline), so six run at once: their
-# tests add up to about 1,420 s, and alone six at once took 367 s (four:
-# about 500 s beside test-go). A test that needs a state to last (a held
+# tests add up to about 1,420 s, and alone six at once took 250 s with one
+# Chromium for all of them (367 s with one each). A test that needs a state to last (a held
 # provider answer) holds it until it lets go, so a loaded machine only
 # slows it. Its timeout is its own, to catch a hang only.
 HANDLERS_TIMEOUT ?= 12m
@@ -53,13 +56,13 @@ test-handlers:
 
 # test-fuzz: a short run of each fuzz target beyond its seed corpus.
 test-fuzz:
-	$(GO) test -run '^$$' -fuzz '^FuzzParseCursor$$' -fuzztime $(FUZZ_EXECS)x ./store
-	$(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
-	$(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
-	$(GO) test -run '^$$' -fuzz '^FuzzDecodeStartBody$$' -fuzztime $(FUZZ_EXECS)x ./handlers
-	$(GO) test -run '^$$' -fuzz '^FuzzClientText$$' -fuzztime $(FUZZ_EXECS)x ./handlers
-	$(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers/stream
-	$(GO) test -run '^$$' -fuzz '^FuzzReadReceipt$$' -fuzztime $(FUZZ_EXECS)x ./payments
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzParseCursor$$' -fuzztime $(FUZZ_EXECS)x ./store
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzParseAmount$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzStartForm$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzDecodeStartBody$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzClientText$$' -fuzztime $(FUZZ_EXECS)x ./handlers
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzSSEMessage$$' -fuzztime $(FUZZ_EXECS)x ./handlers/stream
+	$(NICE) $(GO) test -run '^$$' -fuzz '^FuzzReadReceipt$$' -fuzztime $(FUZZ_EXECS)x ./payments
 
 ## generate: regenerate the templ components (their output is committed)
 generate:
