@@ -87,14 +87,14 @@ type watcherState struct {
 }
 
 // receive records one SSE message.
-func (w *watcherState) receive(c *collector, m sseMessage, now time.Time) {
+func (w *watcherState) receive(c *collector, m sseMessage, now time.Time, markers func([]byte, func(int64, time.Time))) {
 	if seq, err := strconv.ParseInt(m.id, 10, 64); err == nil && m.id != "" {
 		if seq <= w.lastSeq {
 			c.problem(0, 1)
 		}
 		w.lastSeq = seq
 	}
-	parseMarkers(m.data, func(k int64, sent time.Time) {
+	markers(m.data, func(k int64, sent time.Time) {
 		if k < c.minK {
 			return
 		}

@@ -4,9 +4,10 @@ package main
 // project): with -reference DIR the watchers mode's bare rounds run that
 // reference's hub server instead of the load test's own bare server, opened
 // by the same client as refundd, so "N× the reference" means what it means
-// in every other measurement of the project. Its server keeps no state in
-// PostgreSQL in hub mode, so only the opening, memory and idle rows are
-// measured against it (-rate 0).
+// in every other measurement of the project. In hub mode its server reads
+// nothing from PostgreSQL: with -rate above 0 it publishes its own events
+// to all its watchers (one run, -runs 1), refundd's come from the load
+// test's appends as always.
 
 import (
 	"context"
@@ -53,9 +54,68 @@ func (e *env) startReference(ctx context.Context) (*target, error) {
 			return nil, fmt.Errorf("the reference server did not answer /stats within 30 s: %v: %s", err, p.lastLog())
 		}
 	}
-	return &target{name: "bare", base: base, client: newAPIClient(base, newTransport()), stop: p.stop,
+	t := &target{name: "bare", base: base, client: newAPIClient(base, newTransport()), stop: p.stop,
 		path:   func(id uuid.UUID) string { return "/events?topic=" + id.String() + "&" },
-		scrape: func(ctx context.Context) (map[string]float64, error) { return referenceStats(ctx, base) }}, nil
+		scrape: func(ctx context.Context) (map[string]float64, error) { return referenceStats(ctx, base) }}
+	if e.o.rate > 0 {
+		// Every watcher on the hub's one broadcast topic, which its own
+		// publisher feeds: the cheapest fan-out there is.
+		t.path = func(uuid.UUID) string { return "/events?topic=all&" }
+		t.publish = func(ctx context.Context, rate float64, d time.Duration) (int, error) {
+			return referencePublish(ctx, base, rate, d)
+		}
+		t.markers = referenceMarkers
+	}
+	return t, nil
+}
+
+// referencePublish has the hub publish rate events a second to its
+// broadcast topic for d, and returns how many it published.
+func referencePublish(ctx context.Context, base string, rate float64, d time.Duration) (int, error) {
+	published := func() (float64, error) {
+		m, err := referenceStats(ctx, base)
+		return m["published"], err
+	}
+	setRate := func(r float64) error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/rate?eps=%g&topics=0", base, r), nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s/rate: %s", base, resp.Status)
+		}
+		return nil
+	}
+	p0, err := published()
+	if err != nil {
+		return 0, err
+	}
+	if err := setRate(rate); err != nil {
+		return 0, err
+	}
+	sleep(ctx, d)
+	if err := setRate(0); err != nil {
+		return 0, err
+	}
+	p1, err := published()
+	return int(p1 - p0), err
+}
+
+// referenceMarkers reads the hub's message, {"seq":N,"t":UNIX_NANO,…}: its
+// number and when it was published.
+func referenceMarkers(data []byte, fn func(k int64, sent time.Time)) {
+	var m struct {
+		Seq int64 `json:"seq"`
+		T   int64 `json:"t"`
+	}
+	if json.Unmarshal(data, &m) == nil && m.Seq > 0 && m.T > 0 {
+		fn(m.Seq, time.Unix(0, m.T))
+	}
 }
 
 // referenceStats reads the reference server's /stats as the names the
@@ -80,6 +140,7 @@ func referenceStats(ctx context.Context, base string) (map[string]float64, error
 		RSSKB      float64 `json:"rss_kb"`
 		CPUms      float64 `json:"cpu_ms"`
 		Goroutines float64 `json:"goroutines"`
+		Published  float64 `json:"published"`
 	}
 	if err := json.NewDecoder(resp.Body).Decode(&s); err != nil {
 		return nil, fmt.Errorf("GET %s/stats: %w", base, err)
@@ -88,6 +149,7 @@ func referenceStats(ctx context.Context, base string) (map[string]float64, error
 		"process_resident_memory_bytes": s.RSSKB * 1024,
 		"process_cpu_seconds_total":     s.CPUms / 1000,
 		"go_goroutines":                 s.Goroutines,
+		"published":                     s.Published,
 	}, nil
 }
 
@@ -101,4 +163,4 @@ func freeLoopback() (string, error) {
 	return ln.Addr().String(), nil
 }
 
-var errReferenceRate = errors.New("-reference measures opening, memory and idle streams only: give -rate 0 (its hub server reads nothing from PostgreSQL)")
+var errReferenceRate = errors.New("-reference is for the watchers mode, and with -rate above 0 for one run (-runs 1): its hub broadcasts its own events to every watcher")

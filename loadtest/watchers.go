@@ -50,6 +50,12 @@ type target struct {
 	// scrape reads the server's counters by their Prometheus names;
 	// nil reads its /metrics.
 	scrape func(context.Context) (map[string]float64, error)
+	// publish, when set, makes the server publish at rate for d itself
+	// (the reference's hub) instead of the load test appending to
+	// PostgreSQL; it returns how many it published. markers then reads
+	// each message's number and send time.
+	publish func(ctx context.Context, rate float64, d time.Duration) (int, error)
+	markers func(data []byte, fn func(k int64, sent time.Time))
 }
 
 // counters reads the target's counters (target.scrape).
@@ -217,7 +223,7 @@ func (w *watchRound) open(ctx context.Context, c *collector, readers *sync.WaitG
 			stop := context.AfterFunc(ctx, func() { body.Close() })
 			defer stop()
 			readSSE(body, func(m sseMessage) bool {
-				s.receive(c, m, time.Now())
+				s.receive(c, m, time.Now(), w.markers())
 				return true
 			})
 		})
@@ -312,6 +318,11 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 // their commits). It returns how many committed; a schedule it cannot keep
 // shows as a lower achieved rate, never as a longer phase.
 func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
+	if w.t.publish != nil {
+		n, err := w.t.publish(ctx, w.o.rate, w.o.duration)
+		w.sent = make([]int, n) // every message goes to every watcher: one run
+		return n, err
+	}
 	// Appended by enough goroutines to reach the rate: each waits for its
 	// commit (appendOne).
 	const appenders = 64
@@ -358,6 +369,18 @@ func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
 		return int(done.Load()), fmt.Errorf("append: %w", err)
 	}
 	return int(done.Load()), ctx.Err()
+}
+
+// markers reads the append numbers and send times a message carries: the
+// load test's markers, or the target's own (target.markers), numbered from
+// this round's first.
+func (w *watchRound) markers() func([]byte, func(int64, time.Time)) {
+	if w.t.markers == nil {
+		return parseMarkers
+	}
+	return func(data []byte, fn func(int64, time.Time)) {
+		w.t.markers(data, func(k int64, sent time.Time) { fn(w.kBase+k-1, sent) })
+	}
 }
 
 // appendOne appends one narration delta carrying text, as -appender says:
