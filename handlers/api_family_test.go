@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"strings"
 	"sync"
@@ -157,9 +158,16 @@ func TestAPIStartFamily_ConcurrentSameKey(t *testing.T) {
 				return
 			}
 			defer res.Body.Close()
-			var fam familyJSON
-			if err := json.NewDecoder(res.Body).Decode(&fam); err != nil {
+			body, err := io.ReadAll(res.Body)
+			if err != nil {
 				t.Error(err)
+			}
+			var fam familyJSON
+			if err := json.Unmarshal(body, &fam); err != nil {
+				t.Error(err)
+			}
+			if res.StatusCode != http.StatusCreated && res.StatusCode != http.StatusOK {
+				t.Logf("start %d answered %d: %s", i, res.StatusCode, body)
 			}
 			statuses[i], families[i] = res.StatusCode, fmt.Sprint(fam.ids())
 		})

@@ -90,7 +90,10 @@ func (c *Cluster) Start(ctx context.Context) (bool, error) {
 	}
 	opts := fmt.Sprintf("-c listen_addresses='' -c unix_socket_directories='%s' -p %d", c.SocketDir, c.Port)
 	if c.Fast {
-		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off"
+		// A test binary runs several tests at once, each with its store's
+		// two pools (up to 20 connections) and its own: 100 connections
+		// can run out, and a test then reads "too many clients" as 503s.
+		opts += " -c fsync=off -c synchronous_commit=off -c full_page_writes=off -c max_connections=400"
 	}
 	// -w waits until the server accepts connections.
 	if err := c.pgctl(ctx, "-D", c.Dir, "-l", filepath.Join(c.Dir, "server.log"), "-w", "-t", "60", "-o", opts, "start"); err != nil {
