@@ -144,11 +144,12 @@ func (s *sseConn) read(t testing.TB, what string, timeout time.Duration, take fu
 	}
 }
 
-// next returns the next message (skipping comments), failing after 10 s.
+// next returns the next message (skipping comments), failing after 20 s:
+// the machine the suite runs on is shared, and a wake-up can wait there.
 func (s *sseConn) next(t testing.TB) testkit.SSEEvent {
 	t.Helper()
 	var msg testkit.SSEEvent
-	s.read(t, "a stream message", 10*time.Second, func(ev testkit.SSEEvent, ok bool) bool {
+	s.read(t, "a stream message", 20*time.Second, func(ev testkit.SSEEvent, ok bool) bool {
 		if !ok {
 			t.Fatal("the stream ended; want another message")
 		}
