@@ -165,6 +165,9 @@ func (e *env) refunddEnv(extra map[string]string) []string {
 	set := map[string]string{
 		"DATABASE_URL": e.dbURL,
 		"SESSION_KEY":  e.sessionKey,
+		// What dev keeps on disk (its mailbox) goes in the load test's
+		// folder, not under the working directory.
+		"DATA_DIR": filepath.Join(e.dir, "refundd-data"),
 		// dev's provider and the workers outside dev share it.
 		"PROVIDER_SECRET":      "provider-" + e.sessionKey,
 		"ADDR":                 "127.0.0.1:0",
