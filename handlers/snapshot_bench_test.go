@@ -32,9 +32,7 @@ import (
 //	go test -run '^$' -bench Snapshots500 -benchtime 400x ./handlers
 func BenchmarkSnapshots500(b *testing.B) {
 	ctx := context.Background()
-	a := newApp(b, handlers.Config{})
-	run := a.startRun(b, "customer@example.com", 1)
-	appendNarration(b, a, run.ID, 10, 50)
+	a, run := runOf500(b)
 	c := a.signedIn(b, "customer@example.com")
 	n := 0
 	steps := []struct {
@@ -74,6 +72,16 @@ func BenchmarkSnapshots500(b *testing.B) {
 	}
 }
 
+// runOf500 is an app with a customer's run of 500 narration events and
+// more (its start's own): what both run page benchmarks read.
+func runOf500(b *testing.B) (*app, *store.Run) {
+	b.Helper()
+	a := newApp(b, handlers.Config{})
+	run := a.startRun(b, "customer@example.com", 1)
+	appendNarration(b, a, run.ID, 10, 50)
+	return a, run
+}
+
 // appendNarration appends batches of size narration deltas to run, batches
 // times.
 func appendNarration(tb testing.TB, a *app, run uuid.UUID, batches, size int) {
@@ -89,10 +97,8 @@ func appendNarration(tb testing.TB, a *app, run uuid.UUID, batches, size int) {
 	}
 }
 
-// getAndDiscard gets url as c and reads the whole body; anything but a 200
-// is an error.
-// getAndDiscard GETs url (in the language lang asks for, if any) and reads
-// the answer whole.
+// getAndDiscard GETs url as c (in the language lang asks for, if any) and
+// reads the answer whole; anything but a 200 is an error.
 func getAndDiscard(c *http.Client, url, lang string) error {
 	req, err := http.NewRequest(http.MethodGet, url, nil)
 	if err != nil {
@@ -163,9 +169,7 @@ func quantileMs(d []time.Duration, p float64) float64 {
 //	go test -run '^$' -bench RunPageRender500 -benchmem ./handlers
 func BenchmarkRunPageRender500(b *testing.B) {
 	ctx := context.Background()
-	a := newApp(b, handlers.Config{})
-	run := a.startRun(b, "customer@example.com", 1)
-	appendNarration(b, a, run.ID, 10, 50)
+	a, run := runOf500(b)
 	u := a.user(b, "customer@example.com")
 	snap, err := a.store.SnapshotPage(ctx, run.ID, views.NarrationShown)
 	if err != nil {
@@ -173,8 +177,9 @@ func BenchmarkRunPageRender500(b *testing.B) {
 	}
 	for _, tag := range []string{"en", "zh-CN"} {
 		b.Run(tag, func(b *testing.B) {
-			rctx := views.WithLang(views.WithPath(ctx, "/runs/"+run.ID.String()), views.Catalogues.Choose(tag, ""))
-			viewer := views.Viewer{UserID: u.ID, MayCancel: true, MayAskAgain: true, Lang: views.Catalogues.Choose(tag, "")}
+			lang := views.Catalogues.Choose(tag, "")
+			rctx := views.WithLang(views.WithPath(ctx, "/runs/"+run.ID.String()), lang)
+			viewer := views.Viewer{UserID: u.ID, MayCancel: true, MayAskAgain: true, Lang: lang}
 			var buf bytes.Buffer
 			b.ReportAllocs()
 			for b.Loop() {

@@ -14,8 +14,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"net"
-	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -35,7 +33,7 @@ func (e *env) startReference(ctx context.Context) (*target, error) {
 			return nil, fmt.Errorf("go build the reference server in %s: %v: %s", e.o.reference, err, out)
 		}
 	}
-	addr, err := freeLoopback()
+	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
@@ -77,19 +75,11 @@ func referencePublish(ctx context.Context, base string, rate float64, d time.Dur
 		return m["published"], err
 	}
 	setRate := func(r float64) error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, fmt.Sprintf("%s/rate?eps=%g&topics=0", base, r), nil)
-		if err != nil {
-			return err
+		resp, err := getOK(ctx, fmt.Sprintf("%s/rate?eps=%g&topics=0", base, r))
+		if err == nil {
+			resp.Body.Close()
 		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		resp.Body.Close()
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s/rate: %s", base, resp.Status)
-		}
-		return nil
+		return err
 	}
 	p0, err := published()
 	if err != nil {
@@ -124,18 +114,11 @@ func referenceMarkers(data []byte, fn func(k int64, sent time.Time)) {
 func referenceStats(ctx context.Context, base string) (map[string]float64, error) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, base+"/stats", nil)
-	if err != nil {
-		return nil, err
-	}
-	resp, err := http.DefaultClient.Do(req)
+	resp, err := getOK(ctx, base+"/stats")
 	if err != nil {
 		return nil, err
 	}
 	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return nil, fmt.Errorf("GET %s/stats: %s", base, resp.Status)
-	}
 	var s struct {
 		RSSKB      float64 `json:"rss_kb"`
 		CPUms      float64 `json:"cpu_ms"`
@@ -151,16 +134,6 @@ func referenceStats(ctx context.Context, base string) (map[string]float64, error
 		"go_goroutines":                 s.Goroutines,
 		"published":                     s.Published,
 	}, nil
-}
-
-// freeLoopback is a loopback address no one listens on now.
-func freeLoopback() (string, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		return "", err
-	}
-	defer ln.Close()
-	return ln.Addr().String(), nil
 }
 
 var errReferenceRate = errors.New("-reference is for the watchers mode, and with -rate above 0 for one run (-runs 1): its hub broadcasts its own events to every watcher")

@@ -11,7 +11,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"math"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -364,27 +363,32 @@ func commitsPerPoll(ctx context.Context, db *sql.DB, s *starter) (float64, error
 			return 0, fmt.Errorf("the poll's cost: %w", err)
 		}
 	}
-	commits := func() float64 {
-		c, err := readPGCounters(ctx, db)
-		if err != nil {
-			return math.NaN()
+	var c [3]float64 // commits before the polls, once they show, and after as long idle
+	read := func(i int, wait time.Duration) error {
+		if !sleep(ctx, wait) {
+			return ctx.Err()
 		}
-		return c.commits
+		n, err := readPGCounters(ctx, db)
+		c[i] = n.commits
+		return err
 	}
-	sleep(ctx, statsLag)
-	c0, began, n := commits(), time.Now(), 0
+	if err := read(0, statsLag); err != nil {
+		return 0, fmt.Errorf("the poll's cost: %w", err)
+	}
+	began, n := time.Now(), 0
 	for time.Since(began) < 2*time.Second {
 		if _, err := s.c.run(ctx, r.ID); err != nil {
 			return 0, fmt.Errorf("the poll's cost: %w", err)
 		}
 		n++
 	}
-	sleep(ctx, statsLag)
-	span := time.Since(began)
-	c1 := commits()
-	sleep(ctx, span)
-	c2 := commits()
-	return ((c1 - c0) - (c2 - c1)) / float64(n), nil
+	if err := read(1, statsLag); err != nil {
+		return 0, fmt.Errorf("the poll's cost: %w", err)
+	}
+	if err := read(2, time.Since(began)); err != nil {
+		return 0, fmt.Errorf("the poll's cost: %w", err)
+	}
+	return ((c[1] - c[0]) - (c[2] - c[1])) / float64(n), nil
 }
 
 // countRuns reads this invocation's runs that finished in [from, to).
