@@ -321,7 +321,7 @@ func TestExecutor_LostResponseIsReconciled(t *testing.T) {
 	t.Parallel()
 	e := newEnv(t, payments.Faults{CommitThenDrop: true})
 	found := testutil.ToFloat64(metrics.Reconciliations.WithLabelValues("succeeded"))
-	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 300 * time.Millisecond}, nil)
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: time.Second}, nil)
 	run := e.start(900)
 	e.waitState(run.ID, store.StateCompleted)
 	if got := testutil.ToFloat64(metrics.Reconciliations.WithLabelValues("succeeded")); got < found+1 {
@@ -341,8 +341,10 @@ func TestExecutor_UnknownOutcomeNeverCommittedIsSubmittedAgainWithSameKey(t *tes
 	t.Parallel()
 	// The provider is slow: the call times out before it commits, so the
 	// outcome is unknown; the provider then says it never happened.
-	e := newEnv(t, payments.Faults{Latency: 5 * time.Second})
-	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond}, nil)
+	// Lookups get the same timeout: a second, as a 200 ms one missed every
+	// lookup for 20 s in CI with test-go niced beside the browser tests.
+	e := newEnv(t, payments.Faults{Latency: 30 * time.Second})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: time.Second}, nil)
 	run := e.start(300)
 	e.waitState(run.ID, store.StateReconciling)
 	if err := e.sim.SetFaults(payments.Faults{}); err != nil {
@@ -516,8 +518,8 @@ func TestExecutor_CancelWhileReconcilingIsTooLate(t *testing.T) {
 	t.Parallel()
 	// The provider is too slow: every call times out before it commits, so
 	// the outcome is unknown and the run reconciles.
-	e := newEnv(t, payments.Faults{Latency: 10 * time.Second})
-	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond}, nil)
+	e := newEnv(t, payments.Faults{Latency: 30 * time.Second})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: time.Second}, nil)
 	run := e.start(300)
 	e.waitState(run.ID, store.StateReconciling)
 	d, err := e.s.RequestCancel(context.Background(), run.ID, e.customer.ID)

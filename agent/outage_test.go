@@ -129,8 +129,8 @@ func TestExecutor_OutageBudgetCountsFromFirstRefusal(t *testing.T) {
 func TestExecutor_ReconcileDoesNotSpendOutageBudget(t *testing.T) {
 	t.Parallel()
 	// The first call times out before the provider commits: unknown.
-	e := newEnv(t, payments.Faults{Latency: 5 * time.Second})
-	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: 200 * time.Millisecond,
+	e := newEnv(t, payments.Faults{Latency: 30 * time.Second})
+	e.executor(agent.Config{ApprovalThreshold: 1 << 40, ProviderTimeout: time.Second,
 		OutageBudget: time.Millisecond, RetryBase: 20 * time.Millisecond, RetryMax: 200 * time.Millisecond}, nil)
 	run := e.start(100)
 	e.waitState(run.ID, store.StateReconciling)
