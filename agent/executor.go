@@ -409,16 +409,24 @@ func (e *Executor) steps(ctx context.Context, log *slog.Logger, run *store.Run) 
 
 // latest is the run as a step's change left it, for the next step to start
 // from without reading it again; id is the run's, for when there is none.
+// opless says the change was this worker's own move from planning to
+// submitting, which began the submitting step's first attempt: the run has
+// no operation yet (only a submitting run's step makes one), so settle
+// need not read its ledger, nor begin the attempt.
 type latest struct {
-	id  uuid.UUID
-	run *store.Run
+	id     uuid.UUID
+	run    *store.Run
+	opless bool
 }
 
-// take returns the run kept, once, or nil.
+// take returns the run kept, once, or nil (and then forgets opless: the
+// run is read again).
 func (l *latest) take() *store.Run {
 	r := l.run
 	if r != nil {
 		l.id = r.ID
+	} else {
+		l.opless = false
 	}
 	l.run = nil
 	return r
@@ -426,10 +434,18 @@ func (l *latest) take() *store.Run {
 
 // keep keeps the run a change returned (none after an error).
 func (l *latest) keep(r *store.Run, err error) error {
+	l.opless = false
 	if err == nil && r != nil {
 		l.run = r
 	}
 	return err
+}
+
+// noOperation reports, once, whether the run taken has no operation yet.
+func (l *latest) noOperation() bool {
+	o := l.opless
+	l.opless = false
+	return o
 }
 
 // step takes one step; done means stop for now and come back after wait.
@@ -471,7 +487,7 @@ func (e *Executor) step(ctx context.Context, log *slog.Logger, run *store.Run, n
 		expired, err := e.store.ExpireApproval(ctx, run.ID)
 		return 0, !expired, err
 	case store.StateSubmitting, store.StateReconciling:
-		return e.settle(ctx, log, run)
+		return e.settle(ctx, log, run, now.noOperation())
 	}
 	return 0, true, fmt.Errorf("agent: no step for state %q", run.State)
 }
@@ -516,9 +532,14 @@ func (e *Executor) plan(ctx context.Context, run *store.Run, now *latest) error 
 		}
 		return ignoreDone(err)
 	}
-	return ignoreDone(now.keep(e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,
+	// The submitting step's first attempt begins in the same change: the
+	// run was planning until now, so it has had none.
+	err = now.keep(e.store.Transition(ctx, run.ID, store.StatePlanning, store.StateSubmitting,
 		store.EventOf(proposal),
-		store.EventOf(store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{Policy: true}}}))))
+		store.EventOf(store.ApprovalGranted{DecidedBy: store.DecidedBy{By: store.DeciderRef{Policy: true}}}),
+		store.EventOf(store.StepAttempt{Step: stepSubmitting, Attempt: 1})))
+	now.opless = err == nil
+	return ignoreDone(err)
 }
 
 // settle gets the run's refund to a known outcome through the ledger:
@@ -528,29 +549,11 @@ func (e *Executor) plan(ctx context.Context, run *store.Run, now *latest) error 
 // may have reached the provider, a cancel stops the refund (and is answered
 // so): no operation is created, and no call begun, after it (the store
 // refuses both under the run's lock). From then on a cancel is too late,
-// and the refund goes on to whatever the provider decides.
-func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run) (time.Duration, bool, error) {
-	ops, err := e.store.OperationsByRun(ctx, run.ID)
-	if err != nil {
-		return 0, false, err
-	}
-	if len(ops) == 0 {
-		if err := e.beginAttempt(ctx, run, "submitting"); err != nil {
-			return 0, false, err
-		}
-		if err := e.narrate(ctx, run, Facts{Stage: "submitting", Language: run.Language,
-			Amount: e.cfg.Answers.Money(run.Language, run.Amount, run.Currency)}); err != nil {
-			return 0, false, err
-		}
-	}
-	// The run's refund, once recorded, is the one just read: asking the
-	// store to record it would only read it again under the lock.
-	var op *store.Operation
-	if i := slices.IndexFunc(ops, func(o store.Operation) bool { return o.Kind == store.KindRefund }); i >= 0 {
-		op, err = &ops[i], store.ErrAlreadyDone
-	} else {
-		op, err = e.store.SubmitOperation(ctx, run.ID)
-	}
+// and the refund goes on to whatever the provider decides. opless: the
+// caller knows the run has no operation yet and began the step's attempt,
+// so its ledger is not read.
+func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run, opless bool) (time.Duration, bool, error) {
+	op, err := e.operation(ctx, run, opless)
 	fresh := err == nil
 	switch {
 	case errors.Is(err, store.ErrCancelRequested):
@@ -561,11 +564,8 @@ func (e *Executor) settle(ctx context.Context, log *slog.Logger, run *store.Run)
 		}
 		return 0, false, err
 	}
-	switch op.State {
-	case store.OpSucceeded:
-		return 0, true, e.finishRefunded(ctx, run, op)
-	case store.OpFailed:
-		return 0, false, e.finish(ctx, run, store.StateFailed, e.cfg.Answers.Declined(op.Amount, op.Currency, op.LastError))
+	if ended, done, err := e.ended(ctx, run, op); ended {
+		return 0, done, err
 	}
 	if fresh {
 		return e.submit(ctx, log, run, op)
@@ -629,12 +629,16 @@ func (e *Executor) checkProvider(ctx context.Context, log *slog.Logger, run *sto
 		}
 		return false, 0, e.store.ProviderChecked(ctx, run.ID)
 	}
-	ops, err := e.store.OperationsByRun(ctx, run.ID)
-	if err != nil {
-		return false, 0, err
-	}
-	if len(ops) > 0 {
-		return checked()
+	// A new run has no operation yet (SubmitOperation makes one only once
+	// it is submitting): only a marked run's ledger needs reading.
+	if run.ProviderCheck {
+		ops, err := e.store.OperationsByRun(ctx, run.ID)
+		if err != nil {
+			return false, 0, err
+		}
+		if len(ops) > 0 {
+			return checked()
+		}
 	}
 	key, err := e.store.RefundKey(ctx, run)
 	if err != nil {
@@ -718,13 +722,17 @@ func (e *Executor) nothingInFlight(ctx context.Context, op *store.Operation) (bo
 
 // submit calls the provider for op and records what is known afterwards.
 func (e *Executor) submit(ctx context.Context, log *slog.Logger, run *store.Run, op *store.Operation) (time.Duration, bool, error) {
-	rc, err := e.call(ctx, op, store.CallSubmit, func(ctx context.Context) (payments.Receipt, error) {
+	rc, ended, err := e.callUnended(ctx, op, store.CallSubmit, func(ctx context.Context) (payments.Receipt, error) {
 		return e.provider.Refund(ctx, payments.RefundRequest{Key: op.ID.String(),
 			OrderRef: fmt.Sprint(run.OrderID), Amount: op.Amount, Currency: op.Currency})
 	})
+	if err == nil {
+		return e.answered(ctx, run, op, rc, ended)
+	}
+	if ended != nil {
+		e.endCall(ctx, op, *ended)
+	}
 	switch {
-	case err == nil:
-		return 0, false, e.record(ctx, op, rc)
 	case ctx.Err() != nil:
 		// We are stopping or lost the lease: whoever goes on reconciles.
 		return 0, false, ctx.Err()
@@ -792,6 +800,26 @@ func (e *Executor) lookup(ctx context.Context, op *store.Operation) (payments.Re
 // error is errNotCalled (with store.ErrCancelRequested when that was why),
 // which says nothing about the provider.
 func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, do func(context.Context) (payments.Receipt, error)) (payments.Receipt, error) {
+	rc, ended, err := e.callUnended(ctx, op, kind, do)
+	if ended != nil {
+		e.endCall(ctx, op, *ended)
+	}
+	return rc, err
+}
+
+// endCall records how a call ended, even when stopping: the call was made.
+func (e *Executor) endCall(ctx context.Context, op *store.Operation, c store.EndedCall) {
+	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer rcancel()
+	if err := e.store.EndProviderCall(rctx, c.ID, c.HTTPStatus, c.Took, c.Result); err != nil {
+		e.logger.Warn("record provider call", "op", op.ID, "err", err)
+	}
+}
+
+// callUnended is call with how the call ended left for the caller to
+// record (nil when no call was made), for an answer recorded together
+// with what it says (store.Outcome.Call).
+func (e *Executor) callUnended(ctx context.Context, op *store.Operation, kind string, do func(context.Context) (payments.Receipt, error)) (payments.Receipt, *store.EndedCall, error) {
 	var (
 		id  int64
 		err error
@@ -802,7 +830,7 @@ func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, d
 		id, err = e.store.BeginProviderCall(ctx, op.ID, kind)
 	}
 	if err != nil {
-		return payments.Receipt{}, fmt.Errorf("%w: %w", errNotCalled, err)
+		return payments.Receipt{}, nil, fmt.Errorf("%w: %w", errNotCalled, err)
 	}
 	cctx, cancel := context.WithTimeout(ctx, e.cfg.ProviderTimeout)
 	cctx, answer := payments.WithAnswer(cctx)
@@ -810,14 +838,7 @@ func (e *Executor) call(ctx context.Context, op *store.Operation, kind string, d
 	rc, cerr := do(cctx)
 	took := time.Since(start)
 	cancel()
-	status, result := answer.Status, callResult(rc, cerr)
-	// Recorded even when stopping: the call was made.
-	rctx, rcancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
-	defer rcancel()
-	if err := e.store.EndProviderCall(rctx, id, status, took, result); err != nil {
-		e.logger.Warn("record provider call", "op", op.ID, "err", err)
-	}
-	return rc, cerr
+	return rc, &store.EndedCall{ID: id, FoundCall: store.FoundCall{HTTPStatus: answer.Status, Took: took, Result: callResult(rc, cerr)}}, cerr
 }
 
 // callResult is what a provider call's answer meant, in words.
@@ -833,14 +854,79 @@ func callResult(rc payments.Receipt, err error) string {
 	return err.Error()
 }
 
+// answered records the provider's answer to a submit, the call's end and,
+// when the refund was made, the run's end, all in one transaction: the run
+// ends without reading either again. A declined refund ends the run after.
+func (e *Executor) answered(ctx context.Context, run *store.Run, op *store.Operation, rc payments.Receipt, call *store.EndedCall) (time.Duration, bool, error) {
+	out := outcomeOf(rc)
+	out.Call = call
+	out.Refunded = func(r *store.Run) (store.Answer, []store.NewEvent) { return e.refundedWords(r, op, rc.Ref) }
+	now, err := e.store.RecordOutcome(ctx, op.ID, out)
+	if err != nil {
+		e.endCall(ctx, op, *call) // the outcome's transaction did not
+		return 0, false, ignoreDone(err)
+	}
+	if now.State == store.OpSucceeded {
+		return 0, true, nil
+	}
+	_, done, err := e.ended(ctx, run, now)
+	return 0, done, err
+}
+
+// operation returns the run's refund as its ledger holds it (with
+// store.ErrAlreadyDone: the one just read, as asking the store to record
+// it would only read it again under the lock), or records it now, after
+// beginning and narrating the step (see settle for opless).
+func (e *Executor) operation(ctx context.Context, run *store.Run, opless bool) (*store.Operation, error) {
+	var ops []store.Operation
+	if !opless {
+		var err error
+		if ops, err = e.store.OperationsByRun(ctx, run.ID); err != nil {
+			return nil, err
+		}
+	}
+	if i := slices.IndexFunc(ops, func(o store.Operation) bool { return o.Kind == store.KindRefund }); i >= 0 {
+		return &ops[i], store.ErrAlreadyDone
+	}
+	if len(ops) == 0 {
+		if !opless {
+			if err := e.beginAttempt(ctx, run, stepSubmitting); err != nil {
+				return nil, err
+			}
+		}
+		if err := e.narrate(ctx, run, Facts{Stage: stepSubmitting, Language: run.Language,
+			Amount: e.cfg.Answers.Money(run.Language, run.Amount, run.Currency)}); err != nil {
+			return nil, err
+		}
+	}
+	return e.store.SubmitOperation(ctx, run.ID)
+}
+
+// ended ends the run as its refund's known outcome says: refunded, or
+// failed when the provider declined it. ended is false while the outcome
+// is not known.
+func (e *Executor) ended(ctx context.Context, run *store.Run, op *store.Operation) (ended, done bool, err error) {
+	switch op.State {
+	case store.OpSucceeded:
+		return true, true, e.finishRefunded(ctx, run, op)
+	case store.OpFailed:
+		return true, false, e.finish(ctx, run, store.StateFailed, e.cfg.Answers.Declined(op.Amount, op.Currency, op.LastError))
+	}
+	return false, false, nil
+}
+
 // record commits the provider's receipt for op.
 func (e *Executor) record(ctx context.Context, op *store.Operation, rc payments.Receipt) error {
-	out := store.Outcome{State: store.OpSucceeded, ProviderRef: rc.Ref}
-	if rc.Status != payments.StatusSucceeded {
-		out = store.Outcome{State: store.OpFailed, Reason: cmp.Or(rc.FailureReason, "declined by the payment provider")}
-	}
-	_, err := e.store.RecordOutcome(ctx, op.ID, out)
+	_, err := e.store.RecordOutcome(ctx, op.ID, outcomeOf(rc))
 	return ignoreDone(err)
+}
+
+// outcomeOf is what the provider's receipt says of a refund.
+func outcomeOf(rc payments.Receipt) store.Outcome {
+	if rc.Status != payments.StatusSucceeded {
+		return store.Outcome{State: store.OpFailed, Reason: cmp.Or(rc.FailureReason, "declined by the payment provider")}
+	}
+	return store.Outcome{State: store.OpSucceeded, ProviderRef: rc.Ref}
 }
 
 // cancel ends a run whose cancel came in time (not store.CancelTooLate,
@@ -903,13 +989,19 @@ func (e *Executor) finishRefunded(ctx context.Context, run *store.Run, op *store
 	// Worded under the run's lock: the cancel may have come after the run
 	// was claimed, up to the moment it ends.
 	_, err := e.store.FinishRunAs(ctx, run.ID, store.StateCompleted, func(r *store.Run) (store.Answer, []store.NewEvent) {
-		var extra []store.NewEvent
-		if r.CancelRequested() {
-			extra = append(extra, store.EventOf(store.CancelTooLatePayload{OperationID: op.ID}))
-		}
-		return e.cfg.Answers.Refunded(op.Amount, op.Currency, op.ProviderRef.String, r.CancelRequested()), extra
+		return e.refundedWords(r, op, op.ProviderRef.String)
 	})
 	return ignoreDone(err)
+}
+
+// refundedWords is a refunded run's final answer, as the run locked stands:
+// a cancel that came is too late, and the words say so.
+func (e *Executor) refundedWords(r *store.Run, op *store.Operation, ref string) (store.Answer, []store.NewEvent) {
+	var extra []store.NewEvent
+	if r.CancelRequested() {
+		extra = append(extra, store.EventOf(store.CancelTooLatePayload{OperationID: op.ID}))
+	}
+	return e.cfg.Answers.Refunded(op.Amount, op.Currency, ref, r.CancelRequested()), extra
 }
 
 // finish ends the run in state with msg. A cancel that came in time
@@ -922,6 +1014,9 @@ func (e *Executor) finish(ctx context.Context, run *store.Run, state string, msg
 	}
 	return ignoreDone(err)
 }
+
+// stepSubmitting is the step that gets the refund to a known outcome.
+const stepSubmitting = "submitting"
 
 // backoff is the wait before the nth retry: doubling from RetryBase, capped
 // at RetryMax, then drawn at random from its upper half, so runs refused

@@ -486,26 +486,27 @@ func (s *Sim) showRefund(w http.ResponseWriter, r *http.Request) {
 // took it, even briefly, would make a concurrent POST answer a spurious 409,
 // and reconcilers poll while submissions happen.
 func (s *Sim) lookup(ctx context.Context, key string) (Receipt, error) {
-	const q = `SELECT ` + receiptColumns + ` FROM provider_refunds WHERE key = $1`
-	var rc Receipt
-	err := s.db.GetContext(ctx, &rc, q, key)
-	if err == nil {
-		rc.CreatedAt = rc.CreatedAt.UTC()
-		return rc, nil
+	var got struct {
+		Receipt
+		Found    bool `db:"found"`
+		InFlight bool `db:"in_flight"`
 	}
-	if !errors.Is(err, sql.ErrNoRows) {
+	if err := s.db.GetContext(ctx, &got, lookupRow, key); err != nil {
 		return Receipt{}, err
 	}
-	var inFlight bool
-	if err := s.db.GetContext(ctx, &inFlight, keyLocked, key); err != nil {
-		return Receipt{}, err
-	}
-	if inFlight {
+	switch {
+	case got.Found:
+		got.CreatedAt = got.CreatedAt.UTC()
+		return got.Receipt, nil
+	case got.InFlight:
 		return Receipt{}, ErrInFlight
 	}
-	// Nothing was in flight when we looked, but a request may have
-	// committed between the first read and that look.
-	err = s.db.GetContext(ctx, &rc, q, key)
+	// Nothing was in flight when we looked, but the statement read the row
+	// with a snapshot taken before that look: a request may have committed
+	// in between. A refund's commit is visible before its transaction lets
+	// the key's lock go, so this read sees it.
+	var rc Receipt
+	err := s.db.GetContext(ctx, &rc, `SELECT `+receiptColumns+` FROM provider_refunds WHERE key = $1`, key)
 	if errors.Is(err, sql.ErrNoRows) {
 		return Receipt{}, ErrNotFound
 	}
@@ -516,18 +517,26 @@ func (s *Sim) lookup(ctx context.Context, key string) (Receipt, error) {
 	return rc, nil
 }
 
-// keyLocked reports whether some session holds the advisory lock of key $1.
-// A bigint advisory lock shows in pg_locks as classid = high 32 bits,
-// objid = low 32 bits, objsubid = 1.
-const keyLocked = `
+// lookupRow reads key $1's refund (found) and, in the same statement,
+// whether some session holds the key's advisory lock (in_flight): one
+// round trip for a refund that is there or in flight. A bigint advisory
+// lock shows in pg_locks as classid = high 32 bits, objid = low 32 bits,
+// objsubid = 1.
+const lookupRow = `
 	WITH k AS (SELECT ` + lockKey + ` AS v)
-	SELECT EXISTS (
-		SELECT 1 FROM pg_locks, k
-		WHERE locktype = 'advisory' AND granted
-		  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
-		  AND classid = ((k.v >> 32) & 4294967295)::oid
-		  AND objid = (k.v & 4294967295)::oid
-		  AND objsubid = 1)`
+	SELECT r.key IS NOT NULL AS found,
+		EXISTS (
+			SELECT 1 FROM pg_locks
+			WHERE locktype = 'advisory' AND granted
+			  AND database = (SELECT oid FROM pg_database WHERE datname = current_database())
+			  AND classid = ((k.v >> 32) & 4294967295)::oid
+			  AND objid = (k.v & 4294967295)::oid
+			  AND objsubid = 1) AS in_flight,
+		COALESCE(r.key, '') AS key, COALESCE(r.ref, '') AS ref, COALESCE(r.status, '') AS status,
+		COALESCE(r.order_ref, '') AS order_ref, COALESCE(r.amount, 0) AS amount,
+		COALESCE(r.currency, '') AS currency, COALESCE(r.failure_reason, '') AS failure_reason,
+		COALESCE(r.created_at, 'epoch') AS created_at
+	FROM k LEFT JOIN provider_refunds r ON r.key = $1`
 
 func (s *Sim) listRefunds(w http.ResponseWriter, r *http.Request) {
 	refunds := []Receipt{}

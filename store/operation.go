@@ -5,6 +5,7 @@ import (
 	"database/sql"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"time"
 
@@ -135,6 +136,20 @@ type Outcome struct {
 	State       string // succeeded, failed or reconciling
 	ProviderRef string // required for succeeded
 	Reason      string // why it failed, or why we are reconciling
+	// Call, when set, is the provider call that answered it: the call is
+	// recorded answered in the same transaction (EndProviderCall's work).
+	Call *EndedCall
+	// Refunded, when set, ends the run completed in the same transaction
+	// if the outcome is a success, in the words it gives for the run as
+	// locked: a cancel that came meanwhile is too late, the refund made.
+	Refunded func(*Run) (Answer, []NewEvent)
+}
+
+// EndedCall is how provider call ID ended: the HTTP status of the answer
+// (0 when none was read), how long it took and what it meant.
+type EndedCall struct {
+	ID int64
+	FoundCall
 }
 
 // RecordOutcome commits what became known about an operation with its
@@ -185,12 +200,21 @@ func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) 
 			op.ID, out.State, ref, out.Reason); err != nil {
 			return "", nil, fmt.Errorf("store: record outcome: %w", err)
 		}
+		if out.Call != nil {
+			if err := endProviderCall(ctx, tx, *out.Call); err != nil {
+				return "", nil, err
+			}
+		}
 		if out.State == OpReconciling && prevState == OpReconciling {
 			// Still unknown: no new fact for the log.
 			return "", nil, nil
 		}
 		if Terminal(r.State) {
 			newState = ""
+		} else if out.State == OpSucceeded && out.Refunded != nil {
+			message, extra := out.Refunded(r)
+			return finishLocked(ctx, tx, r, StateCompleted, message, RunCompleted{State: StateCompleted},
+				slices.Concat([]NewEvent{EventOf(news)}, extra)...)
 		}
 		return newState, []NewEvent{EventOf(news)}, nil
 	})

@@ -50,9 +50,13 @@ func (s *Store) BeginProviderCall(ctx context.Context, opID uuid.UUID, kind stri
 // EndProviderCall records how call id ended: the HTTP status of the
 // answer (0 when none was read), how long it took and what it meant.
 func (s *Store) EndProviderCall(ctx context.Context, id int64, status int, took time.Duration, result string) error {
-	if _, err := s.db.ExecContext(ctx, `UPDATE provider_calls SET answered = true,
+	return endProviderCall(ctx, s.db, EndedCall{ID: id, FoundCall: FoundCall{HTTPStatus: status, Took: took, Result: result}})
+}
+
+func endProviderCall(ctx context.Context, q sqlx.ExecerContext, c EndedCall) error {
+	if _, err := q.ExecContext(ctx, `UPDATE provider_calls SET answered = true,
         http_status = NULLIF($2, 0), duration_us = $3, result = $4 WHERE id = $1`,
-		id, status, took.Microseconds(), result); err != nil {
+		c.ID, c.HTTPStatus, c.Took.Microseconds(), c.Result); err != nil {
 		return fmt.Errorf("store: end provider call: %w", err)
 	}
 	return nil
