@@ -4,10 +4,15 @@ import (
 	"context"
 	"database/sql"
 	"database/sql/driver"
+	"encoding/hex"
+	"fmt"
 	"net/http"
+	"regexp"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/jmoiron/sqlx"
 	"github.com/lib/pq"
@@ -19,6 +24,8 @@ import (
 // countedDriver is lib/pq with every statement sent to PostgreSQL counted
 // (a query, an exec, a prepared statement's run; not BEGIN or COMMIT):
 // what a page costs the database, whatever the store's code looks like.
+// While a recorder is set (recordInto), every statement, with its
+// arguments, and every transaction's begin and end are also written to it.
 const countedDriver = "postgres-counted"
 
 var (
@@ -47,12 +54,12 @@ func (counting) Open(name string) (driver.Conn, error) {
 type countingConn struct{ driver.Conn }
 
 func (c *countingConn) QueryContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Rows, error) {
-	statements.Add(1)
+	sent(q, args)
 	return c.Conn.(driver.QueryerContext).QueryContext(ctx, q, args)
 }
 
 func (c *countingConn) ExecContext(ctx context.Context, q string, args []driver.NamedValue) (driver.Result, error) {
-	statements.Add(1)
+	sent(q, args)
 	return c.Conn.(driver.ExecerContext).ExecContext(ctx, q, args)
 }
 
@@ -61,12 +68,102 @@ func (c *countingConn) PrepareContext(ctx context.Context, q string) (driver.Stm
 	if err != nil {
 		return nil, err
 	}
-	return &countingStmt{s}, nil
+	return &countingStmt{s, q}, nil
 }
 
 func (c *countingConn) BeginTx(ctx context.Context, opts driver.TxOptions) (driver.Tx, error) {
-	return c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	tx, err := c.Conn.(driver.ConnBeginTx).BeginTx(ctx, opts)
+	if err != nil {
+		return nil, err
+	}
+	record(beginSQL(opts))
+	return recordedTx{tx}, nil
 }
+
+// recordedTx records its transaction's end.
+type recordedTx struct{ driver.Tx }
+
+func (t recordedTx) Commit() error   { record("COMMIT"); return t.Tx.Commit() }
+func (t recordedTx) Rollback() error { record("ROLLBACK"); return t.Tx.Rollback() }
+
+// beginSQL is the BEGIN lib/pq sends for opts.
+func beginSQL(opts driver.TxOptions) string {
+	q := "BEGIN"
+	switch sql.IsolationLevel(opts.Isolation) {
+	case sql.LevelReadCommitted:
+		q += " ISOLATION LEVEL READ COMMITTED"
+	case sql.LevelRepeatableRead:
+		q += " ISOLATION LEVEL REPEATABLE READ"
+	case sql.LevelSerializable:
+		q += " ISOLATION LEVEL SERIALIZABLE"
+	}
+	if opts.ReadOnly {
+		q += " READ ONLY"
+	}
+	return q
+}
+
+// recorder, while set, receives every statement sent, its parameters
+// written in as literals.
+var (
+	recorderMu sync.Mutex
+	recorder   *[]string
+)
+
+// recordInto makes the driver write what it sends into out until the
+// returned stop is called.
+func recordInto(out *[]string) (stop func()) {
+	recorderMu.Lock()
+	recorder = out
+	recorderMu.Unlock()
+	return func() {
+		recorderMu.Lock()
+		recorder = nil
+		recorderMu.Unlock()
+	}
+}
+
+// sent counts a statement and records it with its arguments.
+func sent(q string, args []driver.NamedValue) {
+	statements.Add(1)
+	recorderMu.Lock()
+	on := recorder != nil
+	recorderMu.Unlock()
+	if on {
+		record(withLiterals(q, args))
+	}
+}
+
+func record(q string) {
+	recorderMu.Lock()
+	defer recorderMu.Unlock()
+	if recorder != nil {
+		*recorder = append(*recorder, q)
+	}
+}
+
+// withLiterals is q with each $n replaced by its argument as a quoted
+// literal, untyped as a parameter is, so PostgreSQL infers the same types.
+func withLiterals(q string, args []driver.NamedValue) string {
+	return placeholder.ReplaceAllStringFunc(q, func(m string) string {
+		n, _ := strconv.Atoi(m[1:])
+		if n < 1 || n > len(args) {
+			return m
+		}
+		switch v := args[n-1].Value.(type) {
+		case nil:
+			return "NULL"
+		case []byte:
+			return `'\x` + hex.EncodeToString(v) + `'`
+		case time.Time:
+			return pq.QuoteLiteral(v.Format(time.RFC3339Nano))
+		default:
+			return pq.QuoteLiteral(fmt.Sprint(v))
+		}
+	})
+}
+
+var placeholder = regexp.MustCompile(`\$[0-9]+`)
 
 func (c *countingConn) Ping(ctx context.Context) error { return c.Conn.(driver.Pinger).Ping(ctx) }
 func (c *countingConn) ResetSession(ctx context.Context) error {
@@ -77,15 +174,18 @@ func (c *countingConn) CheckNamedValue(nv *driver.NamedValue) error {
 	return c.Conn.(driver.NamedValueChecker).CheckNamedValue(nv)
 }
 
-type countingStmt struct{ driver.Stmt }
+type countingStmt struct {
+	driver.Stmt
+	q string
+}
 
 func (s *countingStmt) ExecContext(ctx context.Context, args []driver.NamedValue) (driver.Result, error) {
-	statements.Add(1)
+	sent(s.q, args)
 	return s.Stmt.(driver.StmtExecContext).ExecContext(ctx, args)
 }
 
 func (s *countingStmt) QueryContext(ctx context.Context, args []driver.NamedValue) (driver.Rows, error) {
-	statements.Add(1)
+	sent(s.q, args)
 	return s.Stmt.(driver.StmtQueryContext).QueryContext(ctx, args)
 }
 
