@@ -119,7 +119,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
 	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
-	fs.StringVar(&o.reference, "reference", "", "watchers: the folder of the outside reference (../shared/perf-reference): its hub server is the bare reference, opened by the same client; with -rate, one run, the hub publishing its own events")
+	fs.StringVar(&o.reference, "reference", "", "watchers: the folder of the outside reference (../shared/perf-reference): its hub server is the bare reference, opened by the same client; with -rate, one run, the hub publishing its own events; with -appender durable over several runs, its appender (-sync on) and its server's PostgreSQL path")
 	fs.StringVar(&o.appender, "appender", "async", "watchers: how events are appended, async (store.AppendNarration: batched, asynchronous commits, as narration is) or durable (store.Append: one commit each, flushed, as business events are)")
 	fs.DurationVar(&o.settle, "settle", time.Second, "approvals: how long the watchers watch the waiting run before the approver decides (0: at once, while the server still answers their opens)")
 	fs.IntVar(&o.approvals, "approvals", 20, "approvals: runs approved one after another, each watched by -watchers streams (at most 200)")
@@ -169,7 +169,7 @@ func (o *options) validate() error {
 	if o.signal != "kill" && o.signal != "term" {
 		return fmt.Errorf("-signal must be kill or term, got %q", o.signal)
 	}
-	if o.reference != "" && (o.mode != "watchers" || o.rate > 0 && o.runs != 1) {
+	if o.reference != "" && (o.mode != "watchers" || o.rate > 0 && o.runs != 1 && o.appender != "durable") {
 		return errReferenceRate
 	}
 	if o.mode == "storm" && o.url != "" {

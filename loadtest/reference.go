@@ -15,7 +15,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"time"
 
@@ -23,23 +22,27 @@ import (
 )
 
 // startReference builds the reference's server into the load test's folder
-// (once) and starts it in hub mode on a free loopback port.
+// (once) and starts it on a free loopback port: in hub mode, or on its
+// PostgreSQL path (reference_pg.go) when options.pgReference says.
 func (e *env) startReference(ctx context.Context) (*target, error) {
-	bin := filepath.Join(e.dir, "reference-server")
-	if _, err := os.Stat(bin); err != nil {
-		cmd := exec.CommandContext(ctx, "go", "build", "-o", bin, "./server")
-		cmd.Dir = e.o.reference
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return nil, fmt.Errorf("go build the reference server in %s: %v: %s", e.o.reference, err, out)
-		}
+	bin, err := e.referenceBinary(ctx, "server")
+	if err != nil {
+		return nil, err
 	}
 	addr, err := freeLoopbackAddr()
 	if err != nil {
 		return nil, err
 	}
+	args, dsn := []string{bin, "-addr", addr}, ""
+	if e.o.pgReference() {
+		if dsn, err = e.referenceDatabase(ctx, e.o.runs); err != nil {
+			return nil, err
+		}
+		args = append(args, "-pg", dsn, "-workers", "4")
+	}
 	e.seq++
 	log := filepath.Join(e.dir, fmt.Sprintf("%02d-reference.log", e.seq))
-	p, err := startProc(ctx, "reference server", []string{bin, "-addr", addr}, os.Environ(), "", log)
+	p, err := startProc(ctx, "reference server", args, os.Environ(), "", log)
 	if err != nil {
 		return nil, err
 	}
@@ -55,11 +58,14 @@ func (e *env) startReference(ctx context.Context) (*target, error) {
 	t := &target{name: "bare", base: base, client: newAPIClient(base, newTransport()), stop: p.stop,
 		path:   func(id uuid.UUID) string { return "/events?topic=" + id.String() + "&" },
 		scrape: func(ctx context.Context) (map[string]float64, error) { return referenceStats(ctx, base) }}
-	if e.o.rate > 0 {
+	switch {
+	case dsn != "":
+		e.pgReferenceTarget(t, dsn)
+	case e.o.rate > 0:
 		// Every watcher on the hub's one broadcast topic, which its own
 		// publisher feeds: the cheapest fan-out there is.
 		t.path = func(uuid.UUID) string { return "/events?topic=all&" }
-		t.publish = func(ctx context.Context, rate float64, d time.Duration) (int, error) {
+		t.publish = func(ctx context.Context, rate float64, d time.Duration) (int, map[uuid.UUID]int, error) {
 			return referencePublish(ctx, base, rate, d)
 		}
 		t.markers = referenceMarkers
@@ -69,7 +75,12 @@ func (e *env) startReference(ctx context.Context) (*target, error) {
 
 // referencePublish has the hub publish rate events a second to its
 // broadcast topic for d, and returns how many it published.
-func referencePublish(ctx context.Context, base string, rate float64, d time.Duration) (int, error) {
+func referencePublish(ctx context.Context, base string, rate float64, d time.Duration) (int, map[uuid.UUID]int, error) {
+	n, err := hubPublish(ctx, base, rate, d)
+	return n, nil, err
+}
+
+func hubPublish(ctx context.Context, base string, rate float64, d time.Duration) (int, error) {
 	published := func() (float64, error) {
 		m, err := referenceStats(ctx, base)
 		return m["published"], err
@@ -136,4 +147,4 @@ func referenceStats(ctx context.Context, base string) (map[string]float64, error
 	}, nil
 }
 
-var errReferenceRate = errors.New("-reference is for the watchers mode, and with -rate above 0 for one run (-runs 1): its hub broadcasts its own events to every watcher")
+var errReferenceRate = errors.New("-reference is for the watchers mode, and with -rate above 0 for one run (-runs 1: its hub broadcasts its own events to every watcher) or for -appender durable (its appender and its server's PostgreSQL path)")

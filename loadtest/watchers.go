@@ -50,11 +50,12 @@ type target struct {
 	// scrape reads the server's counters by their Prometheus names;
 	// nil reads its /metrics.
 	scrape func(context.Context) (map[string]float64, error)
-	// publish, when set, makes the server publish at rate for d itself
-	// (the reference's hub) instead of the load test appending to
-	// PostgreSQL; it returns how many it published. markers then reads
-	// each message's number and send time.
-	publish func(ctx context.Context, rate float64, d time.Duration) (int, error)
+	// publish, when set, makes the reference publish at rate for d itself
+	// (its hub, or its appender) instead of the load test appending to
+	// PostgreSQL; it returns how many it published, and how many to each
+	// run (nil: every one to the first). markers then reads each
+	// message's number and send time.
+	publish func(ctx context.Context, rate float64, d time.Duration) (n int, perRun map[uuid.UUID]int, err error)
 	markers func(data []byte, fn func(k int64, sent time.Time))
 }
 
@@ -319,8 +320,16 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 // shows as a lower achieved rate, never as a longer phase.
 func (w *watchRound) appendAtRate(ctx context.Context) (int, error) {
 	if w.t.publish != nil {
-		n, err := w.t.publish(ctx, w.o.rate, w.o.duration)
-		w.sent = make([]int, n) // every message goes to every watcher: one run
+		n, perRun, err := w.t.publish(ctx, w.o.rate, w.o.duration)
+		w.sent = make([]int, n) // without perRun, all to the first run
+		if perRun != nil {
+			w.sent = w.sent[:0]
+			for i, r := range w.runs {
+				for range perRun[r] {
+					w.sent = append(w.sent, i)
+				}
+			}
+		}
 		return n, err
 	}
 	// Appended by enough goroutines to reach the rate: each waits for its
