@@ -135,8 +135,10 @@ func (s *runsSummary) String() string {
 		s.CPU["refundd"], s.CPU["postgres"], s.CPU["loadtest"], s.CPU["machine"])
 	fmt.Fprintf(&b, "commits/s %.0f (%.1f a run), WAL syncs/s %.0f, WAL writes/s %.0f, WAL records/s %.0f\n",
 		s.CommitsPerS, s.CommitsPerRun, s.WALSyncsPerS, s.WALWritesPerS, s.WALRecordsPerS)
-	fmt.Fprintf(&b, "commits a run, the load test's polls taken out: %.1f (%.1f polls a run, %.2f commits each)\n",
-		s.OwnCommitsPerRun, s.PollsPerRun, s.CommitsPerPoll)
+	if s.OwnCommitsPerRun > 0 { // not with -poll-cost=false
+		fmt.Fprintf(&b, "commits a run, the load test's polls taken out: %.1f (%.1f polls a run, %.2f commits each)\n",
+			s.OwnCommitsPerRun, s.PollsPerRun, s.CommitsPerPoll)
+	}
 	fmt.Fprintf(&b, "active backends (avg): %.2f; waiting on:", s.ActiveBackends)
 	for _, w := range s.Waits {
 		fmt.Fprintf(&b, " %s %.2f;", w.Event, w.Backends)
@@ -197,8 +199,10 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 		}
 		starters = append(starters, s)
 	}
-	if sum.CommitsPerPoll, err = commitsPerPoll(ctx, db, starters[0]); err != nil {
-		return nil, err
+	if o.pollCost {
+		if sum.CommitsPerPoll, err = commitsPerPoll(ctx, db, starters[0]); err != nil {
+			return nil, err
+		}
 	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
@@ -237,7 +241,9 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	if sum.RunsPerMin > 0 {
 		sum.CommitsPerRun = sum.CommitsPerS * 60 / sum.RunsPerMin
 		sum.PollsPerRun = float64(polled) / float64(max(sum.Finished, 1))
-		sum.OwnCommitsPerRun = sum.CommitsPerRun - sum.PollsPerRun*sum.CommitsPerPoll
+		if o.pollCost {
+			sum.OwnCommitsPerRun = sum.CommitsPerRun - sum.PollsPerRun*sum.CommitsPerPoll
+		}
 	}
 	if o.statements {
 		sum.Statements = topStatements(before, after, float64(sum.Finished))
