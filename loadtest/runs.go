@@ -169,6 +169,28 @@ func runRuns(ctx context.Context, e *env) (*runsSummary, error) {
 	return sum, nil
 }
 
+// starters signs in as each customer (or uses the token) and reads their
+// orders, for runs named with prefix.
+func (e *env) starters(ctx context.Context, base, prefix string) ([]*starter, error) {
+	pace := newPacer(ctx, e.o.rpm)
+	var starters []*starter
+	for i := range max(len(e.o.emails), 1) {
+		if e.o.token != "" && i > 0 {
+			break
+		}
+		c, err := e.client(ctx, base, i)
+		if err != nil {
+			return nil, err
+		}
+		s := &starter{c: c, prefix: prefix, pace: pace}
+		if err := s.loadOrders(ctx); err != nil {
+			return nil, err
+		}
+		starters = append(starters, s)
+	}
+	return starters, nil
+}
+
 // loadWindow keeps -inflight runs going against base (at most -rpm starts
 // a minute, when set), measures the window after the warm-up into sum,
 // and returns the window measured.
@@ -182,22 +204,10 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	db.SetMaxOpenConns(2)
 	tag := make([]byte, 4)
 	rand.Read(tag)
-	pace := newPacer(ctx, o.rpm)
 	prefix := "lt-" + hex.EncodeToString(tag) + "-"
-	var starters []*starter
-	for i := range max(len(o.emails), 1) {
-		if o.token != "" && i > 0 {
-			break
-		}
-		c, err := e.client(ctx, base, i)
-		if err != nil {
-			return nil, err
-		}
-		s := &starter{c: c, prefix: prefix, pace: pace}
-		if err := s.loadOrders(ctx); err != nil {
-			return nil, err
-		}
-		starters = append(starters, s)
+	starters, err := e.starters(ctx, base, prefix)
+	if err != nil {
+		return nil, err
 	}
 	if o.pollCost {
 		if sum.CommitsPerPoll, err = commitsPerPoll(ctx, db, starters[0]); err != nil {
