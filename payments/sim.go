@@ -131,8 +131,12 @@ func OpenSim(ctx context.Context, url string, faults Faults) (*Sim, error) {
 		return nil, fmt.Errorf("payments: open ledger: %w", err)
 	}
 	// A refund holds its connection for its injected latency, so a few
-	// connections serve a few refunds in flight at once.
+	// connections serve a few refunds in flight at once. All of them may
+	// stay idle: database/sql keeps two by default, and a busy provider
+	// then closed and opened the others (a server process each) over and
+	// over.
 	db.SetMaxOpenConns(8)
+	db.SetMaxIdleConns(8)
 	pingCtx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	if err := db.PingContext(pingCtx); err != nil {
