@@ -455,6 +455,82 @@ func TestRecordOutcome_ExactlyOnce(t *testing.T) {
 	}
 }
 
+// TestRecordOutcome_RefundedEndsTheRunWithItsCall: a success recorded with
+// the call that brought it and the run's words (Outcome.Call, .Refunded)
+// answers the call, records the refund and ends the run completed in one
+// transaction: its events are one append, the words are chosen as the run
+// stands under its lock (a cancel that came meanwhile is too late), and a
+// second recording changes nothing.
+func TestRecordOutcome_RefundedEndsTheRunWithItsCall(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	db := storetest.DB(t, f.s)
+	run := f.start(t, "k", 100)
+	op, err := f.s.SubmitOperation(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	call, err := f.s.BeginSubmit(ctx, op.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := f.s.RequestCancel(ctx, run.ID, f.customer.ID); err != nil || d.Outcome != store.DecisionTooLate {
+		t.Fatalf("cancel = %+v, %v; want too late", d, err)
+	}
+	var sawCancel bool
+	out := store.Outcome{State: store.OpSucceeded, ProviderRef: "re_1",
+		Call: &store.EndedCall{ID: call, FoundCall: store.FoundCall{HTTPStatus: 201, Took: 3 * time.Millisecond, Result: "refunded (reference re_1)"}},
+		Refunded: func(r *store.Run) (store.Answer, []store.NewEvent) {
+			sawCancel = r.CancelRequested()
+			return store.Say("Refunded, too late to cancel."), []store.NewEvent{store.EventOf(store.CancelTooLatePayload{OperationID: op.ID})}
+		}}
+	got, err := f.s.RecordOutcome(ctx, op.ID, out)
+	if err != nil || got.State != store.OpSucceeded {
+		t.Fatalf("RecordOutcome = %+v, %v; want succeeded", got, err)
+	}
+	if !sawCancel {
+		t.Error("the words were chosen without the cancel the run had")
+	}
+	r, err := f.s.RunByID(ctx, run.ID)
+	if err != nil || r.State != store.StateCompleted || !r.FinishedAt.Valid {
+		t.Fatalf("run = %+v, %v; want completed, finished", r, err)
+	}
+	var body string
+	if err := db.GetContext(ctx, &body, `SELECT body FROM final_messages WHERE run_id = $1`, run.ID); err != nil || body != "Refunded, too late to cancel." {
+		t.Errorf("final message = %q, %v", body, err)
+	}
+	var c struct {
+		Answered bool   `db:"answered"`
+		Status   int    `db:"http_status"`
+		Result   string `db:"result"`
+	}
+	if err := db.GetContext(ctx, &c, `SELECT answered, http_status, result FROM provider_calls WHERE id = $1`, call); err != nil ||
+		!c.Answered || c.Status != 201 || c.Result != "refunded (reference re_1)" {
+		t.Errorf("provider call = %+v, %v; want answered 201, refunded", c, err)
+	}
+	var evs []struct {
+		Seq  int64  `db:"seq"`
+		Type string `db:"type"`
+	}
+	if err := db.SelectContext(ctx, &evs, `SELECT seq, type FROM run_events WHERE run_id = $1 AND class = 'business' ORDER BY seq DESC LIMIT 4`, run.ID); err != nil {
+		t.Fatal(err)
+	}
+	var types []string
+	for i, e := range evs {
+		types = append([]string{e.Type}, types...)
+		if i > 0 && e.Seq != evs[i-1].Seq-1 {
+			t.Errorf("events %v are not one append", evs)
+		}
+	}
+	if got, want := strings.Join(types, ","), "operation.succeeded,cancel.too_late,message.final,run.completed"; got != want {
+		t.Errorf("last events = %s, want %s", got, want)
+	}
+	if _, err := f.s.RecordOutcome(ctx, op.ID, out); !errors.Is(err, store.ErrAlreadyDone) {
+		t.Errorf("recording again: err = %v, want ErrAlreadyDone", err)
+	}
+}
+
 func TestSubmitOperation_RacingRunsNeverExceedPaid(t *testing.T) {
 	t.Parallel()
 	f := newFixture(t)
