@@ -127,10 +127,9 @@ func recordInto(out *[]string) (stop func()) {
 func sent(q string, args []driver.NamedValue) {
 	statements.Add(1)
 	recorderMu.Lock()
-	on := recorder != nil
-	recorderMu.Unlock()
-	if on {
-		record(withLiterals(q, args))
+	defer recorderMu.Unlock()
+	if recorder != nil {
+		*recorder = append(*recorder, withLiterals(q, args))
 	}
 }
 

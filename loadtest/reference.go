@@ -7,7 +7,8 @@ package main
 // in every other measurement of the project. In hub mode its server reads
 // nothing from PostgreSQL: with -rate above 0 it publishes its own events
 // to all its watchers (one run, -runs 1), refundd's come from the load
-// test's appends as always.
+// test's appends as always. With -appender durable over several runs its
+// appender and its server's PostgreSQL path stand in (reference_pg.go).
 
 import (
 	"context"

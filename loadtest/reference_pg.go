@@ -109,7 +109,7 @@ func (e *env) pgReferenceTarget(t *target, dsn string) {
 }
 
 // appenderLine is the summary the reference's appender prints.
-var appenderLine = regexp.MustCompile(`APPENDER .*done=(\d+) .*`)
+var appenderLine = regexp.MustCompile(`APPENDER .*`)
 
 // referenceAppend runs the reference's appender at rate for d over the
 // topics, prints its summary (its own commit latencies among it), and
@@ -125,12 +125,11 @@ func (e *env) referenceAppend(ctx context.Context, dsn string, rate float64, d t
 	if err != nil {
 		return 0, nil, fmt.Errorf("the reference's appender: %w: %s", err, out)
 	}
-	m := appenderLine.FindSubmatch(out)
+	m := appenderLine.Find(out)
 	if m == nil {
 		return 0, nil, fmt.Errorf("the reference's appender printed no summary: %s", out)
 	}
-	fmt.Fprintf(e.progress, "loadtest: reference %s", bytes.TrimSpace(m[0]))
-	fmt.Fprintln(e.progress)
+	fmt.Fprintf(e.progress, "loadtest: reference %s\n", bytes.TrimSpace(m))
 	db, err := sqlx.Open("postgres", dsn)
 	if err != nil {
 		return 0, nil, err

@@ -126,8 +126,9 @@ func (s *Store) ProviderChecked(ctx context.Context, runID uuid.UUID) error {
 	return nil
 }
 
-// FoundCall is the lookup that found a refund at the provider, for
-// support's list of provider calls.
+// FoundCall is how a provider call went, for support's list of provider
+// calls: the lookup that found a refund at the provider (Found), and, with
+// its ID, any call that ended (EndedCall).
 type FoundCall struct {
 	HTTPStatus int
 	Took       time.Duration

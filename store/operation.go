@@ -158,7 +158,9 @@ type EndedCall struct {
 // recording an outcome again returns ErrAlreadyDone and changes nothing, as
 // does reporting reconciling twice in a row (only the attempt count grows).
 // A success, or an outcome being verified, says a call may have reached the
-// provider: the operation is no longer unsent.
+// provider: the operation is no longer unsent. With out.Call the call that
+// answered is recorded in the same transaction; with out.Refunded a
+// success also ends the run, completed.
 func (s *Store) RecordOutcome(ctx context.Context, opID uuid.UUID, out Outcome) (*Operation, error) {
 	runID, err := s.runOfOperation(ctx, opID)
 	if err != nil {
