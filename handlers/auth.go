@@ -80,34 +80,47 @@ func (h *Handler) loadStreamUser(api bool) echo.MiddlewareFunc {
 			plain = h.loadAPIUser(next)
 		}
 		return func(c echo.Context) error {
-			runID, err := uuid.Parse(c.Param("id"))
-			if err != nil {
-				return plain(c)
-			}
-			cred := store.StreamCredential{RunID: runID}
-			if token, sent := bearerToken(c); api && sent {
-				if !strings.HasPrefix(token, store.TokenPrefix) {
-					return plain(c)
+			if found, err := h.openStreamUser(c, api); !found || err != nil {
+				if err != nil {
+					return err
 				}
-				cred.Token = token
-			} else if cred.SessionID = h.sessionID(c); cred.SessionID == "" {
 				return plain(c)
 			}
-			u, run, hasApproval, err := h.store.StreamOpen(c.Request().Context(), cred)
-			if errors.Is(err, store.ErrNotFound) {
-				return plain(c)
-			}
-			if err != nil {
-				return err
-			}
-			setUser(c, u)
-			if cred.Token != "" {
-				c.Set(ctxToken, cred.Token)
-			}
-			c.Set(ctxRunForAccess, runForAccess{run, hasApproval})
 			return next(c)
 		}
 	}
+}
+
+// openStreamUser is loadStreamUser's statement: found, the request has its
+// user and its run. Its frame is gone before the stream's handler runs
+// (see logRequest).
+func (h *Handler) openStreamUser(c echo.Context, api bool) (found bool, err error) {
+	runID, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return false, nil
+	}
+	cred := store.StreamCredential{RunID: runID}
+	if token, sent := bearerToken(c); api && sent {
+		if !strings.HasPrefix(token, store.TokenPrefix) {
+			return false, nil
+		}
+		cred.Token = token
+	} else if cred.SessionID = h.sessionID(c); cred.SessionID == "" {
+		return false, nil
+	}
+	u, run, hasApproval, err := h.store.StreamOpen(c.Request().Context(), cred)
+	if errors.Is(err, store.ErrNotFound) {
+		return false, nil
+	}
+	if err != nil {
+		return false, err
+	}
+	setUser(c, u)
+	if cred.Token != "" {
+		c.Set(ctxToken, cred.Token)
+	}
+	c.Set(ctxRunForAccess, runForAccess{run, hasApproval})
+	return true, nil
 }
 
 // ctxRunForAccess is the echo context key of the run loadStreamUser read

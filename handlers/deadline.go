@@ -143,41 +143,61 @@ func (b *bufferedResponse) copyTo(res *echo.Response) error {
 // that its client went away.
 func (h *Handler) streamDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) (err error) {
-		res := c.Response()
-		w := res.Writer
-		gate := &gatedResponse{w: w, header: res.Header().Clone()}
-		// The timer's own copy: the session store writes its own into *req.
-		req, path := *c.Request(), c.Path()
-		answered := make(chan struct{})
-		timer := time.AfterFunc(h.cfg.RequestTimeout, func() {
-			defer close(answered)
-			if gate.expire() {
-				h.answerLate(c.Echo(), &req, path, w)
-			}
-		})
-		res.Writer = gate
-		defer func() {
-			res.Writer = w
-			if !timer.Stop() {
-				<-answered
-			}
-			status, state := gate.decided()
-			switch {
-			case state == gateExpired:
-				// Answered by the timer, which logged why; what the
-				// handler met since is its own.
-				res.Status, res.Committed, err = http.StatusServiceUnavailable, true, nil
-			case state == gateHandler && !res.Committed:
-				// Hijacked without a header written through echo: the
-				// error handler must not answer on top of it.
-				res.Status, res.Committed = status, true
-			case state == gateUndecided:
-				// The error's answer carries what the handler set.
-				maps.Copy(w.Header(), gate.header)
-			}
-		}()
+		o := h.beginOpening(c)
+		defer func() { err = o.end(c, err) }()
 		return next(c)
 	}
+}
+
+// opening is one stream's open under streamDeadline, in one allocation;
+// its setup and end are functions of their own, so that their frames are
+// not on the stack while the handler runs (see logRequest).
+type opening struct {
+	gate     gatedResponse
+	w        http.ResponseWriter // the response's own writer
+	req      http.Request        // the timer's own copy: the session store writes its own into *req
+	path     string
+	answered chan struct{}
+	timer    *time.Timer
+}
+
+func (h *Handler) beginOpening(c echo.Context) *opening {
+	res := c.Response()
+	o := &opening{w: res.Writer, req: *c.Request(), path: c.Path(), answered: make(chan struct{})}
+	o.gate = gatedResponse{w: o.w, header: res.Header().Clone()}
+	e := c.Echo()
+	o.timer = time.AfterFunc(h.cfg.RequestTimeout, func() {
+		defer close(o.answered)
+		if o.gate.expire() {
+			h.answerLate(e, &o.req, o.path, o.w)
+		}
+	})
+	res.Writer = &o.gate
+	return o
+}
+
+// end gives the response its own writer back, and says what became of it.
+func (o *opening) end(c echo.Context, err error) error {
+	res := c.Response()
+	res.Writer = o.w
+	if !o.timer.Stop() {
+		<-o.answered
+	}
+	status, state := o.gate.decided()
+	switch {
+	case state == gateExpired:
+		// Answered by the timer, which logged why; what the handler met
+		// since is its own.
+		res.Status, res.Committed, err = http.StatusServiceUnavailable, true, nil
+	case state == gateHandler && !res.Committed:
+		// Hijacked without a header written through echo: the error
+		// handler must not answer on top of it.
+		res.Status, res.Committed = status, true
+	case state == gateUndecided:
+		// The error's answer carries what the handler set.
+		maps.Copy(o.w.Header(), o.gate.header)
+	}
+	return err
 }
 
 // answerLate answers 503 for a stream whose handler is stuck past the

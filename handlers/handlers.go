@@ -138,6 +138,7 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	// X-Forwarded-For from anyone by default.
 	e.IPExtractor = echo.ExtractIPDirect()
 
+	e.Pre(h.newStreamOpener().pre)
 	e.Use(
 		h.logRequests,
 		middleware.Recover(),
@@ -263,13 +264,25 @@ const contentSecurityPolicy = "default-src 'self'; script-src 'self'; style-src 
 func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
 		hdr := c.Response().Header()
-		hdr.Set("Content-Security-Policy", contentSecurityPolicy)
-		hdr.Set("Cache-Control", "no-store")
-		hdr.Set("X-Content-Type-Options", "nosniff")
-		hdr.Set("X-Frame-Options", "DENY")
-		hdr.Set("Referrer-Policy", "same-origin")
+		for _, kv := range securityHeaderValues {
+			hdr[kv.name] = kv.value
+		}
 		return next(c)
 	}
+}
+
+// securityHeaderValues are shared by every response's header: each value
+// is a slice of capacity 1, so a handler's Add copies it and Set replaces
+// it, and none is ever written in place.
+var securityHeaderValues = []struct {
+	name  string
+	value []string
+}{
+	{"Content-Security-Policy", []string{contentSecurityPolicy}},
+	{"Cache-Control", []string{"no-store"}},
+	{"X-Content-Type-Options", []string{"nosniff"}},
+	{"X-Frame-Options", []string{"DENY"}},
+	{"Referrer-Policy", []string{"same-origin"}},
 }
 
 // allowHosts refuses, before any handler, requests addressed to a host that
@@ -278,21 +291,31 @@ func securityHeaders(next echo.HandlerFunc) echo.HandlerFunc {
 // header still tells. Health checks stay open to any Host, since load
 // balancers and orchestrators probe by IP address, and they show nothing.
 func allowHosts(hosts []string) echo.MiddlewareFunc {
-	allowed := make(map[string]bool, len(hosts))
-	for _, h := range hosts {
-		allowed[hostname.Of(h)] = true
-	}
-	anyHost := allowed["*"]
+	allowed := newHostSet(hosts)
 	return func(next echo.HandlerFunc) echo.HandlerFunc {
 		return func(c echo.Context) error {
 			req := c.Request()
-			if anyHost || allowed[hostname.Of(req.Host)] || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
+			if allowed.allows(req.Host) || req.URL.Path == "/healthz" || req.URL.Path == "/readyz" {
 				return next(c)
 			}
 			return echo.NewHTTPError(http.StatusMisdirectedRequest).SetInternal(fmt.Errorf("host %q is not in ALLOWED_HOSTS", req.Host))
 		}
 	}
 }
+
+// hostSet is ALLOWED_HOSTS: names without their port, or "*" for any.
+type hostSet map[string]bool
+
+func newHostSet(hosts []string) hostSet {
+	allowed := make(hostSet, len(hosts))
+	for _, h := range hosts {
+		allowed[hostname.Of(h)] = true
+	}
+	return allowed
+}
+
+// allows says whether a request's Host header names one of the set.
+func (s hostSet) allows(host string) bool { return s["*"] || s[hostname.Of(host)] }
 
 // crossOriginProtection refuses state-changing requests that a browser sent
 // from another origin (Sec-Fetch-Site / Origin), on top of the SameSite=Lax
