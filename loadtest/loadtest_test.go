@@ -111,7 +111,7 @@ func TestRunsMode_CompletesRunsAgainstRefundd(t *testing.T) {
 
 	var stdout, stderr bytes.Buffer
 	code := run(ctx, []string{"-mode", "runs", "-url", dev.url, "-database-url", e.dbURL, "-inflight", "4",
-		"-duration", "6s", "-warmup", "1s", "-poll", "50ms", "-poll-cost=false", "-json"}, &stdout, &stderr)
+		"-duration", "6s", "-warmup", "1s", "-poll", "50ms", "-json"}, &stdout, &stderr)
 	if code != 0 {
 		t.Fatalf("loadtest exited %d; stderr:\n%s\nrefundd's log:\n%s", code, stderr.String(), dev.lastLog())
 	}

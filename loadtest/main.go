@@ -33,7 +33,6 @@ import (
 // options are the flags, each bounded.
 type options struct {
 	statements  bool
-	pollCost    bool
 	mode        string
 	url         string
 	databaseURL string
@@ -134,9 +133,8 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.StringVar(&o.pace, "pace", "", "runs, approvals: NARRATION_PACE of the own processes, such as 0 or 40ms; empty keeps refundd's default")
 	fs.IntVar(&o.workers, "workers", 0, "runs: extra `refundd worker` processes to start (at most 16)")
 	fs.IntVar(&o.pool, "pool", 8, "runs, approvals: DB_POOL_SIZE of each own process (at most 64; all processes must fit max_connections=100)")
-	fs.BoolVar(&o.pollCost, "poll-cost", true, "runs: first measure what one of the load test's polls commits (about 25 s, most of it waiting out PostgreSQL's statistics), to take the polls out of commits a run")
 	fs.BoolVar(&o.statements, "statements", false, "runs, webhooks: without -url, count the SQL statements a run costs (pg_stat_statements) and list the most called")
-	fs.DurationVar(&o.poll, "poll", time.Second, "runs: the longest wait between polls of a run in flight; they start at 50ms and double (20ms to 5s)")
+	fs.DurationVar(&o.poll, "poll", 20*time.Millisecond, "runs: how often the load test asks refundd's database, in one statement, which of its runs in flight ended (20ms to 5s)")
 	fs.DurationVar(&o.warmup, "warmup", 5*time.Second, "runs: time before the measuring starts (at most 1m)")
 	fs.IntVar(&o.rpm, "rpm", 0, "runs, webhooks: at most this many starts a minute, evenly paced (0: as fast as -inflight loops go; at most 100000)")
 	fs.IntVar(&o.endpoints, "endpoints", 3, "webhooks: webhook receivers registered with refundd, each getting every business event (at most 10)")

@@ -211,9 +211,10 @@ const clockTicks = 100
 
 // procStat is what /proc/PID/stat says of one process.
 type procStat struct {
-	ppid int
-	cpu  float64 // utime + stime, seconds
-	rss  float64 // bytes
+	ppid   int
+	cpu    float64 // utime + stime, seconds
+	reaped float64 // cutime + cstime: its children that ended and were waited for
+	rss    float64 // bytes
 }
 
 func readProcStat(pid int) (procStat, error) {
@@ -234,8 +235,10 @@ func readProcStat(pid int) (procStat, error) {
 	ppid, _ := strconv.Atoi(f[1])
 	ut, _ := strconv.ParseFloat(f[11], 64)
 	st, _ := strconv.ParseFloat(f[12], 64)
+	cut, _ := strconv.ParseFloat(f[13], 64)
+	cst, _ := strconv.ParseFloat(f[14], 64)
 	rss, _ := strconv.ParseFloat(f[21], 64)
-	return procStat{ppid: ppid, cpu: (ut + st) / clockTicks, rss: rss * float64(os.Getpagesize())}, nil
+	return procStat{ppid: ppid, cpu: (ut + st) / clockTicks, reaped: (cut + cst) / clockTicks, rss: rss * float64(os.Getpagesize())}, nil
 }
 
 // cpuOf sums the CPU seconds of pids; a process that is gone counts 0.
@@ -247,6 +250,18 @@ func cpuOf(pids []int) float64 {
 		}
 	}
 	return sum
+}
+
+// familyCPU is the CPU seconds of root, its children and the children it
+// reaped (PostgreSQL's postmaster and its backends, those that ended
+// included: a pool's connection that closed took its backend's CPU with it
+// out of the living).
+func familyCPU(root int) float64 {
+	s, err := readProcStat(root)
+	if err != nil {
+		return 0
+	}
+	return cpuOf(familyOf(root)) + s.reaped
 }
 
 // familyOf is root and its direct children (PostgreSQL's postmaster and

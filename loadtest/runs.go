@@ -11,10 +11,14 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/lib/pq"
 )
 
 // starter starts runs for one customer, one minor unit at a time, over the
@@ -101,15 +105,12 @@ type runsSummary struct {
 	CPU            map[string]float64 `json:"cpu_pct"`
 	CommitsPerS    float64            `json:"commits_per_s"`
 	// CommitsPerRun is commits in refundd's database per run finished in
-	// the window: the transactions a run costs, all parts counted.
+	// the window, the load test's checks taken out: the transactions a run
+	// costs, all parts counted.
 	CommitsPerRun float64 `json:"commits_per_run"`
-	// PollsPerRun are the load test's own polls of runs in flight (GET
-	// /api/runs/{id}) per run finished, and CommitsPerPoll what one poll
-	// commits, measured alone before the load: OwnCommitsPerRun is
-	// CommitsPerRun without them, what refundd commits to make a run.
-	PollsPerRun      float64 `json:"polls_per_run"`
-	CommitsPerPoll   float64 `json:"commits_per_poll"`
-	OwnCommitsPerRun float64 `json:"own_commits_per_run"`
+	// ChecksPerS are the load test's own statements asking which of its
+	// runs ended (endWatch), taken out of CommitsPerRun.
+	ChecksPerS float64 `json:"checks_per_s"`
 	// Statements are the most called statements a run costs (-statements).
 	Statements      []stmtShare `json:"statements_per_run,omitempty"`
 	WALSyncsPerS    float64     `json:"wal_syncs_per_s"`
@@ -133,12 +134,8 @@ func (s *runsSummary) String() string {
 		s.DurP50, s.DurP99, s.ServiceP50, s.ServiceP99)
 	fmt.Fprintf(&b, "CPU, %% of one core: refundd %.0f, postgres %.0f, load test %.0f, machine %.0f of 200\n",
 		s.CPU["refundd"], s.CPU["postgres"], s.CPU["loadtest"], s.CPU["machine"])
-	fmt.Fprintf(&b, "commits/s %.0f (%.1f a run), WAL syncs/s %.0f, WAL writes/s %.0f, WAL records/s %.0f\n",
-		s.CommitsPerS, s.CommitsPerRun, s.WALSyncsPerS, s.WALWritesPerS, s.WALRecordsPerS)
-	if s.OwnCommitsPerRun > 0 { // not with -poll-cost=false
-		fmt.Fprintf(&b, "commits a run, the load test's polls taken out: %.1f (%.1f polls a run, %.2f commits each)\n",
-			s.OwnCommitsPerRun, s.PollsPerRun, s.CommitsPerPoll)
-	}
+	fmt.Fprintf(&b, "commits/s %.0f (%.1f a run, the load test's %.0f checks/s taken out), WAL syncs/s %.0f, WAL writes/s %.0f, WAL records/s %.0f\n",
+		s.CommitsPerS, s.CommitsPerRun, s.ChecksPerS, s.WALSyncsPerS, s.WALWritesPerS, s.WALRecordsPerS)
 	fmt.Fprintf(&b, "active backends (avg): %.2f; waiting on:", s.ActiveBackends)
 	for _, w := range s.Waits {
 		fmt.Fprintf(&b, " %s %.2f;", w.Event, w.Backends)
@@ -209,17 +206,14 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	if err != nil {
 		return nil, err
 	}
-	if o.pollCost {
-		if sum.CommitsPerPoll, err = commitsPerPoll(ctx, db, starters[0]); err != nil {
-			return nil, err
-		}
-	}
 	loopCtx, stopLoops := context.WithCancel(ctx)
 	var loops sync.WaitGroup
-	var errs, polls atomic.Int64
+	var errs atomic.Int64
 	var firstErr atomic.Value
+	ends := &endWatch{waiting: map[string]chan struct{}{}}
+	loops.Go(func() { ends.run(loopCtx, db, o.poll, &errs, &firstErr) })
 	for i := range o.inflight {
-		loops.Go(func() { closedLoop(loopCtx, starters[i%len(starters)], o.poll, &polls, &errs, &firstErr) })
+		loops.Go(func() { closedLoop(loopCtx, starters[i%len(starters)], ends, o.poll, &errs, &firstErr) })
 	}
 	fmt.Fprintf(e.progress, "loadtest: %d runs in flight; measuring after %s for %s…\n", o.inflight, o.warmup, o.duration-o.warmup)
 	if !sleep(ctx, o.warmup) {
@@ -233,9 +227,9 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 			return nil, err
 		}
 	}
-	polled := polls.Load()
+	checked := ends.checks.Load()
 	smp, err := sampleWindow(ctx, db, base, pids, o.duration-o.warmup)
-	polled = polls.Load() - polled
+	checked = ends.checks.Load() - checked
 	if err == nil && o.statements {
 		after, err = stmtCalls(ctx, db)
 	}
@@ -248,12 +242,9 @@ func (e *env) loadWindow(ctx context.Context, base string, pids []int, sum *runs
 	if err := countRuns(ctx, db, prefix, smp.from, smp.to, sum); err != nil {
 		return nil, err
 	}
+	sum.ChecksPerS = float64(checked) / max(sum.Window, 1e-9)
 	if sum.RunsPerMin > 0 {
-		sum.CommitsPerRun = sum.CommitsPerS * 60 / sum.RunsPerMin
-		sum.PollsPerRun = float64(polled) / float64(max(sum.Finished, 1))
-		if o.pollCost {
-			sum.OwnCommitsPerRun = sum.CommitsPerRun - sum.PollsPerRun*sum.CommitsPerPoll
-		}
+		sum.CommitsPerRun = (sum.CommitsPerS - sum.ChecksPerS) * 60 / sum.RunsPerMin
 	}
 	if o.statements {
 		sum.Statements = topStatements(before, after, float64(sum.Finished))
@@ -322,89 +313,98 @@ func (e *env) startRunsProcesses(ctx context.Context) (string, []int, error) {
 	return dev.url, pids, nil
 }
 
-// closedLoop starts a run, polls it until it ends, and starts the next.
-func closedLoop(ctx context.Context, s *starter, poll time.Duration, polls, errs *atomic.Int64, firstErr *atomic.Value) {
-	fail := func(err error) bool {
-		if ctx.Err() != nil {
-			return false
-		}
-		errs.Add(1)
-		firstErr.CompareAndSwap(nil, err)
-		return sleep(ctx, poll)
-	}
+// closedLoop starts a run, waits until it ends, and starts the next.
+func closedLoop(ctx context.Context, s *starter, ends *endWatch, pause time.Duration, errs *atomic.Int64, firstErr *atomic.Value) {
 	for ctx.Err() == nil {
 		r, err := s.start(ctx)
 		if err != nil {
-			if !fail(err) {
-				return
+			if ctx.Err() == nil {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+				sleep(ctx, pause)
 			}
 			continue
 		}
-		// Polls start quick and back off to poll: a run's duration comes
-		// from its own timestamps, and fewer polls leave the machine to refundd.
-		for wait := min(50*time.Millisecond, poll); !terminal(r.State); wait = min(2*wait, poll) {
-			if !sleep(ctx, wait) {
-				return
-			}
-			polls.Add(1)
-			if r, err = s.c.run(ctx, r.ID); err != nil {
-				if !fail(err) {
-					return
-				}
-				break
-			}
+		if terminal(r.State) {
+			continue
+		}
+		select {
+		case <-ctx.Done():
+		case <-ends.wait(r.ID):
 		}
 	}
 }
 
-// statsLag is how long PostgreSQL may keep a backend's counters before
-// pg_stat_database shows them: an idle backend reports its pending
-// counts within PGSTAT_IDLE_INTERVAL (10 s).
-const statsLag = 11 * time.Second
+// endWatch is the load test's one observer of its runs in flight: every
+// -poll it asks refundd's database, in one statement, which of them have
+// ended, and wakes their loops. Polling each run through the API instead
+// (GET /api/runs/{id}, four times a run) was a third of the statements
+// PostgreSQL ran and a share of refundd's CPU: the load test's work, not a
+// run's.
+type endWatch struct {
+	mu      sync.Mutex
+	waiting map[string]chan struct{} // by run ID
+	checks  atomic.Int64             // statements sent: each commits once
+}
 
-// commitsPerPoll is what one poll of a run (GET /api/runs/{id}) commits in
-// refundd's database: one run is started and waited for, then polled for
-// two seconds; the commits counted (once reported) less what as long an
-// idle time commits, over the polls.
-func commitsPerPoll(ctx context.Context, db *sql.DB, s *starter) (float64, error) {
-	r, err := s.start(ctx)
+// wait is closed once run id has ended.
+func (w *endWatch) wait(id string) <-chan struct{} {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ch := make(chan struct{})
+	w.waiting[id] = ch
+	return ch
+}
+
+func (w *endWatch) run(ctx context.Context, db *sql.DB, every time.Duration, errs *atomic.Int64, firstErr *atomic.Value) {
+	tick := time.NewTicker(every)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+		w.mu.Lock()
+		ids := slices.Collect(maps.Keys(w.waiting))
+		w.mu.Unlock()
+		if len(ids) == 0 {
+			continue
+		}
+		w.checks.Add(1)
+		ended, err := endedOf(ctx, db, ids)
+		if err != nil {
+			if ctx.Err() == nil {
+				errs.Add(1)
+				firstErr.CompareAndSwap(nil, err)
+			}
+			continue
+		}
+		w.mu.Lock()
+		for _, id := range ended {
+			close(w.waiting[id])
+			delete(w.waiting, id)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// endedOf is which of the runs ids have ended.
+func endedOf(ctx context.Context, db *sql.DB, ids []string) ([]string, error) {
+	rows, err := db.QueryContext(ctx, `SELECT id::text FROM runs WHERE id = ANY($1::uuid[]) AND finished_at IS NOT NULL`, pq.Array(ids))
 	if err != nil {
-		return 0, fmt.Errorf("the poll's cost: %w", err)
+		return nil, fmt.Errorf("which runs ended: %w", err)
 	}
-	for deadline := time.Now().Add(time.Minute); !terminal(r.State); {
-		if time.Now().After(deadline) || !sleep(ctx, 50*time.Millisecond) {
-			return 0, fmt.Errorf("the poll's cost: run %s did not end within a minute", r.ID)
+	defer rows.Close()
+	var ended []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("which runs ended: %w", err)
 		}
-		if r, err = s.c.run(ctx, r.ID); err != nil {
-			return 0, fmt.Errorf("the poll's cost: %w", err)
-		}
+		ended = append(ended, id)
 	}
-	var c [3]float64 // commits before the polls, once they show, and after as long idle
-	read := func(i int, wait time.Duration) error {
-		if !sleep(ctx, wait) {
-			return ctx.Err()
-		}
-		n, err := readPGCounters(ctx, db)
-		c[i] = n.commits
-		return err
-	}
-	if err := read(0, statsLag); err != nil {
-		return 0, fmt.Errorf("the poll's cost: %w", err)
-	}
-	began, n := time.Now(), 0
-	for time.Since(began) < 2*time.Second {
-		if _, err := s.c.run(ctx, r.ID); err != nil {
-			return 0, fmt.Errorf("the poll's cost: %w", err)
-		}
-		n++
-	}
-	if err := read(1, statsLag); err != nil {
-		return 0, fmt.Errorf("the poll's cost: %w", err)
-	}
-	if err := read(2, time.Since(began)); err != nil {
-		return 0, fmt.Errorf("the poll's cost: %w", err)
-	}
-	return ((c[1] - c[0]) - (c[2] - c[1])) / float64(n), nil
+	return ended, rows.Err()
 }
 
 // countRuns reads this invocation's runs that finished in [from, to).

@@ -54,7 +54,7 @@ func (s *sampler) point(ctx context.Context) cpuPoint {
 		p.refundd = m["process_cpu_seconds_total"]
 	}
 	if s.pgRoot > 0 {
-		p.postgres = cpuOf(familyOf(s.pgRoot))
+		p.postgres = familyCPU(s.pgRoot)
 	}
 	p.machineBusy, p.machineAll = machineCPU()
 	return p
