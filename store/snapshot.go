@@ -35,6 +35,9 @@ type Snapshot struct {
 	// NarrationLeftOut counts the pieces of the shown attempt's narration
 	// that a SnapshotPage left out of Events: they are kept, not read.
 	NarrationLeftOut int
+	// narrationText is a SnapshotPage's narration, decoded by PostgreSQL
+	// as it read the pieces (payload->>'text'), by seq: NarrationText.
+	narrationText map[int64]string
 	// Marks are the events of markTypes with seq <= CoveringSeq (who
 	// decided, where a step began again), which ProgressOf folds; a head
 	// snapshot has them too.
@@ -244,9 +247,9 @@ func readLog(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, query string) err
 }
 
 // latestNarrationSQL is the latest $4 pieces of narration after $2 up to
-// $3, with how many there are in all.
+// $3, with their text and how many there are in all.
 const latestNarrationSQL = `
-SELECT ` + eventColumns + `, total FROM (
+SELECT ` + eventColumns + `, payload->>'text', total FROM (
     SELECT ` + eventColumns + `, count(*) OVER () AS total FROM run_events
     WHERE run_id = $1 AND seq > $2 AND seq <= $3 AND type = '` + EventNarrationDelta + `'
     ORDER BY seq DESC LIMIT $4
@@ -254,7 +257,7 @@ SELECT ` + eventColumns + `, total FROM (
 
 // readLatestNarration adds the latest n pieces of the shown attempt's
 // narration to snap's events (which hold every other event, and so the
-// marks that say where the attempt began), in seq order.
+// marks that say where the attempt began), in seq order, and their text.
 func readLatestNarration(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, n int) error {
 	p := ProgressOf(snap)
 	rows, err := tx.QueryContext(ctx, latestNarrationSQL, snap.Run.ID, p.RestartSeq, snap.CoveringSeq, n)
@@ -262,22 +265,35 @@ func readLatestNarration(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, n int
 		return fmt.Errorf("store: snapshot narration: %w", err)
 	}
 	defer rows.Close()
-	var narration []Event
+	events := slices.Grow(snap.Events, n)
+	snap.narrationText = make(map[int64]string, n)
 	for rows.Next() {
 		var ev Event
 		var payload []byte
+		var text sql.NullString
 		var total int
-		if err := rows.Scan(&ev.RunID, &ev.ParentRunID, &ev.CorrelationID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &total); err != nil {
+		if err := rows.Scan(&ev.RunID, &ev.ParentRunID, &ev.CorrelationID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &text, &total); err != nil {
 			return fmt.Errorf("store: snapshot narration: %w", err)
 		}
 		ev.Payload = json.RawMessage(payload)
-		narration = append(narration, ev)
+		events = append(events, ev)
+		snap.narrationText[ev.Seq] = text.String
 		snap.NarrationLeftOut = max(total-n, 0)
 	}
 	if err := rows.Err(); err != nil {
 		return fmt.Errorf("store: snapshot narration: %w", err)
 	}
-	snap.Events = append(snap.Events, narration...)
+	snap.Events = events
 	slices.SortFunc(snap.Events, func(a, b Event) int { return cmp.Compare(a.Seq, b.Seq) })
 	return nil
+}
+
+// NarrationText is the text of ev, a narration.delta of the snapshot:
+// read with it by a SnapshotPage, else decoded from its payload.
+func (snap *Snapshot) NarrationText(ev Event) string {
+	if text, ok := snap.narrationText[ev.Seq]; ok {
+		return text
+	}
+	p, _ := PayloadOf[NarrationDelta](ev)
+	return p.Text
 }

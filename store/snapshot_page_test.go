@@ -68,3 +68,39 @@ func TestSnapshotPage_LatestNarrationOfTheShownAttempt(t *testing.T) {
 		t.Errorf("%d marks, want the full snapshot's %d", len(page.Marks), len(full.Marks))
 	}
 }
+
+// TestSnapshotPage_NarrationTextAsItsPayloadSays: the text a page's
+// snapshot reads with its narration (PostgreSQL's payload->>'text') is the
+// text the payload holds, escapes and all, and a snapshot that read none
+// decodes the payload itself.
+func TestSnapshotPage_NarrationTextAsItsPayloadSays(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	run := f.start(t, "page-text", 1)
+	texts := []string{"plain ", `quote " and \ backslash `, "line\nbreak\ttab ", "退款 é <b>&amp;</b> ", "😀"}
+	for _, text := range texts {
+		if _, err := f.s.Append(ctx, run.ID, store.EventOf(store.NarrationDelta{Text: text})); err != nil {
+			t.Fatal(err)
+		}
+	}
+	page, err := f.s.SnapshotPage(ctx, run.ID, len(texts))
+	if err != nil {
+		t.Fatal(err)
+	}
+	full, err := f.s.Snapshot(ctx, run.ID)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for name, snap := range map[string]*store.Snapshot{"page": page, "full": full} {
+		var got []string
+		for _, ev := range snap.Events {
+			if ev.Type == store.EventNarrationDelta {
+				got = append(got, snap.NarrationText(ev))
+			}
+		}
+		if fmt.Sprintf("%q", got) != fmt.Sprintf("%q", texts) {
+			t.Errorf("%s snapshot's narration %q, want %q", name, got, texts)
+		}
+	}
+}

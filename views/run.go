@@ -97,8 +97,9 @@ func newRunView(snap *store.Snapshot, full bool, viewer Viewer, latest int) *Run
 	if extra := len(narration) - latest; extra > 0 {
 		v.NarrationHidden, narration = v.NarrationHidden+extra, narration[extra:]
 	}
+	v.Narration = make([]Narration, 0, len(narration))
 	for _, ev := range narration {
-		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: NarrationText(ev)})
+		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: snap.NarrationText(ev)})
 	}
 	// Only retention raises the floor; a restart's skipped seqs are no
 	// loss and leave it be.
