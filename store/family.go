@@ -370,7 +370,7 @@ func (s *Store) SnapshotFamily(ctx context.Context, parentID uuid.UUID) (*Family
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	defer tx.Rollback()
-	parent, err := readSnapshot(ctx, tx, parentID, readEvents)
+	parent, err := readSnapshot(ctx, preparedTx{tx, s}, parentID, readEvents)
 	if err != nil {
 		return nil, err
 	}

@@ -359,9 +359,11 @@ func (s *Store) OperationsByRun(ctx context.Context, runID uuid.UUID) ([]Operati
 	return operationsByRun(ctx, s.db, runID)
 }
 
+const operationsByRunSQL = `SELECT ` + operationColumns + ` FROM operations WHERE run_id = $1 ORDER BY created_at`
+
 func operationsByRun(ctx context.Context, q sqlx.QueryerContext, runID uuid.UUID) ([]Operation, error) {
 	ops := []Operation{}
-	if err := sqlx.SelectContext(ctx, q, &ops, `SELECT `+operationColumns+` FROM operations WHERE run_id = $1 ORDER BY created_at`, runID); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &ops, operationsByRunSQL, runID); err != nil {
 		return nil, fmt.Errorf("store: list operations: %w", err)
 	}
 	return ops, nil

@@ -72,10 +72,12 @@ func (s *Store) ProviderCallsBegun(ctx context.Context, opID uuid.UUID) (int, er
 	return n, nil
 }
 
+const providerCallsByRunSQL = `SELECT ` + providerCallColumns + ` FROM provider_calls
+        WHERE operation_id IN (SELECT id FROM operations WHERE run_id = $1) ORDER BY id`
+
 func providerCallsByRun(ctx context.Context, q sqlx.QueryerContext, runID uuid.UUID) ([]ProviderCall, error) {
 	calls := []ProviderCall{}
-	if err := sqlx.SelectContext(ctx, q, &calls, `SELECT `+providerCallColumns+` FROM provider_calls
-        WHERE operation_id IN (SELECT id FROM operations WHERE run_id = $1) ORDER BY id`, runID); err != nil {
+	if err := sqlx.SelectContext(ctx, q, &calls, providerCallsByRunSQL, runID); err != nil {
 		return nil, fmt.Errorf("store: provider calls: %w", err)
 	}
 	return calls, nil

@@ -287,9 +287,16 @@ func (s *Store) RunByID(ctx context.Context, id uuid.UUID) (*Run, error) {
 }
 
 // getRun loads a run through q (the pool or a transaction).
+// runByIDSQL reads one run, prepared for every snapshot (snapshotSQL) and
+// every transaction (hot, preparedTx).
+const runByIDSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = $1`
+
+// setRunStateSQL moves a run to state $2, ended when $3.
+const setRunStateSQL = `UPDATE runs SET state = $2, finished_at = CASE WHEN $3 THEN now() END WHERE id = $1`
+
 func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID) (*Run, error) {
 	var r Run
-	err := sqlx.GetContext(ctx, q, &r, `SELECT `+runColumns+` FROM runs WHERE id = $1`, id)
+	err := sqlx.GetContext(ctx, q, &r, runByIDSQL, id)
 	if errors.Is(err, sql.ErrNoRows) {
 		return nil, ErrNotFound
 	}
@@ -375,8 +382,7 @@ func (s *Store) mutate(ctx context.Context, runID uuid.UUID, m mutation) (*Run, 
 			if !slices.Contains(States, to) {
 				return fmt.Errorf("store: unknown run state %q", to)
 			}
-			if _, err := tx.ExecContext(ctx, `UPDATE runs SET state = $2,
-                finished_at = CASE WHEN $3 THEN now() END WHERE id = $1`, r.ID, to, Terminal(to)); err != nil {
+			if _, err := tx.ExecContext(ctx, setRunStateSQL, r.ID, to, Terminal(to)); err != nil {
 				return fmt.Errorf("store: set run state: %w", err)
 			}
 			r.State = to

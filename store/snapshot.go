@@ -12,7 +12,6 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/jmoiron/sqlx"
 )
 
 // Snapshot is one consistent read of a run: everything on it is as of
@@ -92,12 +91,17 @@ var (
 )
 
 func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*Snapshot, error) {
+	for _, q := range snapshotSQL {
+		if _, err := s.prepared(ctx, q); err != nil {
+			return nil, err
+		}
+	}
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
 		return nil, fmt.Errorf("store: snapshot: %w", err)
 	}
 	defer tx.Rollback()
-	snap, err := readSnapshot(ctx, tx, runID, part)
+	snap, err := readSnapshot(ctx, preparedTx{tx, s}, runID, part)
 	if err != nil {
 		return nil, err
 	}
@@ -106,6 +110,20 @@ func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*S
 	}
 	return snap, nil
 }
+
+// snapshotSQL are a snapshot's statements, prepared before its
+// transaction begins (see preparedTx): a run page's snapshot is eleven
+// round trips instead of twenty.
+var snapshotSQL = []string{runByIDSQL, operationsByRunSQL, approvalByRunSQL, finalMessageByRunSQL, marksSQL,
+	logSQL, businessLogSQL, latestNarrationSQL, providerCallsByRunSQL, verifyingSinceSQL}
+
+const (
+	approvalByRunSQL     = `SELECT ` + approvalColumns + ` FROM approvals WHERE run_id = $1`
+	finalMessageByRunSQL = `SELECT run_id, body, body_in, created_at FROM final_messages WHERE run_id = $1`
+	logSQL               = `SELECT ` + eventColumns + ` FROM run_events WHERE run_id = $1 AND seq <= $2 ORDER BY seq`
+	businessLogSQL       = `SELECT ` + eventColumns + ` FROM run_events
+        WHERE run_id = $1 AND seq <= $2 AND type <> '` + EventNarrationDelta + `' ORDER BY seq`
+)
 
 // marksSQL reads the markTypes events. The types are spelled out, not a
 // parameter, so the planner uses the partial index run_events_marks_idx
@@ -119,7 +137,7 @@ WHERE run_id = $1 AND seq <= $2 AND type IN ('` + strings.Join(markTypes, "', '"
 var verifyingSinceSQL = `SELECT created_at FROM run_events
 WHERE run_id = $1 AND seq <= $2 AND type = '` + EventOperationReconciling + `' ORDER BY seq DESC LIMIT 1`
 
-func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPart) (*Snapshot, error) {
+func readSnapshot(ctx context.Context, tx preparedTx, runID uuid.UUID, part logPart) (*Snapshot, error) {
 	r, err := getRun(ctx, tx, runID)
 	if err != nil {
 		return nil, err
@@ -129,14 +147,14 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 		return nil, err
 	}
 	var a Approval
-	switch err := tx.GetContext(ctx, &a, `SELECT `+approvalColumns+` FROM approvals WHERE run_id = $1`, runID); {
+	switch err := tx.GetContext(ctx, &a, approvalByRunSQL, runID); {
 	case err == nil:
 		snap.Approval = &a
 	case !errors.Is(err, sql.ErrNoRows):
 		return nil, fmt.Errorf("store: snapshot approval: %w", err)
 	}
 	var m FinalMessage
-	switch err := tx.GetContext(ctx, &m, `SELECT run_id, body, body_in, created_at FROM final_messages WHERE run_id = $1`, runID); {
+	switch err := tx.GetContext(ctx, &m, finalMessageByRunSQL, runID); {
 	case err == nil:
 		snap.FinalMessage = &m
 	case !errors.Is(err, sql.ErrNoRows):
@@ -156,7 +174,7 @@ func readSnapshot(ctx context.Context, tx *sqlx.Tx, runID uuid.UUID, part logPar
 }
 
 // readPart reads what part asks of the run's log up to its covering seq.
-func readPart(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, part logPart) error {
+func readPart(ctx context.Context, tx preparedTx, snap *Snapshot, part logPart) error {
 	switch {
 	case part.marks:
 		if err := tx.SelectContext(ctx, &snap.Marks, marksSQL, snap.Run.ID, snap.CoveringSeq); err != nil {
@@ -164,13 +182,11 @@ func readPart(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, part logPart) er
 		}
 		return nil
 	case part.events:
-		if err := readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
-        WHERE run_id = $1 AND seq <= $2 ORDER BY seq`); err != nil {
+		if err := readLog(ctx, tx, snap, logSQL); err != nil {
 			return err
 		}
 	case part.narration > 0:
-		if err := readLog(ctx, tx, snap, `SELECT `+eventColumns+` FROM run_events
-        WHERE run_id = $1 AND seq <= $2 AND type <> '`+EventNarrationDelta+`' ORDER BY seq`); err != nil {
+		if err := readLog(ctx, tx, snap, businessLogSQL); err != nil {
 			return err
 		}
 		if err := readLatestNarration(ctx, tx, snap, part.narration); err != nil {
@@ -191,7 +207,7 @@ func readPart(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, part logPart) er
 // event carry its time (now() is the transaction's): the approval asked
 // for, the refund's intent, or, before the intent, the approval's mark.
 // Only a verification reads the log for it.
-func stateSince(ctx context.Context, tx *sqlx.Tx, snap *Snapshot) (time.Time, error) {
+func stateSince(ctx context.Context, tx preparedTx, snap *Snapshot) (time.Time, error) {
 	var verifying time.Time
 	if snap.Run.State == StateReconciling {
 		err := tx.GetContext(ctx, &verifying, verifyingSinceSQL, snap.Run.ID, snap.CoveringSeq)
@@ -230,7 +246,7 @@ func stateSinceOf(snap *Snapshot, verifying time.Time) time.Time {
 
 // readLog reads the events query selects of the run ($1) up to its
 // covering seq ($2) into snap, and its marks.
-func readLog(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, query string) error {
+func readLog(ctx context.Context, tx preparedTx, snap *Snapshot, query string) error {
 	rows, err := tx.QueryContext(ctx, query, snap.Run.ID, snap.CoveringSeq)
 	if err != nil {
 		return fmt.Errorf("store: snapshot events: %w", err)
@@ -258,7 +274,7 @@ SELECT ` + eventColumns + `, payload->>'text', total FROM (
 // readLatestNarration adds the latest n pieces of the shown attempt's
 // narration to snap's events (which hold every other event, and so the
 // marks that say where the attempt began), in seq order, and their text.
-func readLatestNarration(ctx context.Context, tx *sqlx.Tx, snap *Snapshot, n int) error {
+func readLatestNarration(ctx context.Context, tx preparedTx, snap *Snapshot, n int) error {
 	p := ProgressOf(snap)
 	rows, err := tx.QueryContext(ctx, latestNarrationSQL, snap.Run.ID, p.RestartSeq, snap.CoveringSeq, n)
 	if err != nil {

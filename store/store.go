@@ -328,8 +328,10 @@ func (s *Store) Ready(ctx context.Context) error {
 // under way.
 var ErrStandby = errors.New("store: ready: the database is a standby and takes no writes")
 
-// hot are the statements prepared once per pool (see prepared).
-var hot = []string{appendSQL, lockRunSQL}
+// hot are the statements prepared once per pool (see prepared), that
+// every transaction then runs prepared (preparedTx): the ones a run's
+// steps send most.
+var hot = []string{appendSQL, lockRunSQL, runByIDSQL, operationsByRunSQL, setRunStateSQL}
 
 // warm prepares the hot statements before a transaction takes its
 // connection. Preparing on the pool takes a connection of its own: a
@@ -384,7 +386,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx *txn) error) error {
 	if err != nil {
 		return fmt.Errorf("store: begin: %w", err)
 	}
-	tx := &txn{Tx: sqlTx}
+	tx := &txn{preparedTx: preparedTx{sqlTx, s}}
 	if err := fn(tx); err != nil {
 		_ = tx.Rollback()
 		return err
@@ -400,7 +402,7 @@ func (s *Store) inTxOnce(ctx context.Context, fn func(tx *txn) error) error {
 // has committed (see notify.go): what a transaction announces travels with
 // it, and a rolled-back one announces nothing.
 type txn struct {
-	*sqlx.Tx
+	preparedTx
 	notices []notice
 }
 

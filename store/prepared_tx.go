@@ -1,0 +1,72 @@
+package store
+
+import (
+	"context"
+	"database/sql"
+
+	"github.com/jmoiron/sqlx"
+)
+
+// preparedTx is a transaction that runs the statements already prepared for
+// the main pool (see prepared) as prepared statements of its own
+// connection: lib/pq sends a statement with parameters in two round trips
+// (Parse and Describe, then Bind and Execute) and the server plans it each
+// time; a prepared one is one round trip (Bind and Execute), planned once
+// per connection. A statement not prepared yet runs as it is: preparing
+// waits for a pool connection, which a transaction holding one must never
+// do (see warm). The helpers that take a sqlx.QueryerContext (getRun,
+// operationsByRun…) go through it too.
+type preparedTx struct {
+	*sqlx.Tx
+	s *Store
+}
+
+// stmt is query prepared on tx's connection, or nil if the pool has not
+// prepared it.
+func (tx preparedTx) stmt(ctx context.Context, query string) *sqlx.Stmt {
+	tx.s.mu.Lock()
+	st := tx.s.stmts[stmtKey{tx.s.db, query}]
+	tx.s.mu.Unlock()
+	if st == nil {
+		return nil
+	}
+	return tx.Tx.StmtxContext(ctx, st)
+}
+
+func (tx preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	if st := tx.stmt(ctx, query); st != nil {
+		return st.QueryContext(ctx, args...)
+	}
+	return tx.Tx.QueryContext(ctx, query, args...)
+}
+
+func (tx preparedTx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
+	if st := tx.stmt(ctx, query); st != nil {
+		return st.QueryxContext(ctx, args...)
+	}
+	return tx.Tx.QueryxContext(ctx, query, args...)
+}
+
+func (tx preparedTx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
+	if st := tx.stmt(ctx, query); st != nil {
+		return st.QueryRowxContext(ctx, args...)
+	}
+	return tx.Tx.QueryRowxContext(ctx, query, args...)
+}
+
+func (tx preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	if st := tx.stmt(ctx, query); st != nil {
+		return st.ExecContext(ctx, args...)
+	}
+	return tx.Tx.ExecContext(ctx, query, args...)
+}
+
+// GetContext and SelectContext are sqlx's, through the methods above (the
+// embedded Tx's own would pass the bare Tx).
+func (tx preparedTx) GetContext(ctx context.Context, dest any, query string, args ...any) error {
+	return sqlx.GetContext(ctx, tx, dest, query, args...)
+}
+
+func (tx preparedTx) SelectContext(ctx context.Context, dest any, query string, args ...any) error {
+	return sqlx.SelectContext(ctx, tx, dest, query, args...)
+}
