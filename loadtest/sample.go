@@ -75,18 +75,24 @@ func machineCPU() (busy, all float64) {
 	return busy / clockTicks, all / clockTicks
 }
 
+// postmasterOf is the PID of db's PostgreSQL postmaster, whose CPU is read
+// from /proc (familyCPU); 0 if it does not run on this machine.
+func postmasterOf(ctx context.Context, db *sql.DB) int {
+	var backend int
+	if err := db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err != nil {
+		return 0
+	}
+	comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", backend))
+	if st, err := readProcStat(backend); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
+		return st.ppid
+	}
+	return 0
+}
+
 // sampleWindow samples for d: wait events every 100 ms, counters and CPU at
 // both ends.
 func sampleWindow(ctx context.Context, db *sql.DB, base string, pids []int, d time.Duration) (*sampler, error) {
-	s := &sampler{db: db, base: base, pids: pids, waits: map[string]int{}}
-	// PostgreSQL's CPU is read from /proc, when it runs on this machine.
-	var backend int
-	if err := db.QueryRowContext(ctx, `SELECT pg_backend_pid()`).Scan(&backend); err == nil {
-		comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", backend))
-		if st, err := readProcStat(backend); err == nil && strings.TrimSpace(string(comm)) == "postgres" {
-			s.pgRoot = st.ppid
-		}
-	}
+	s := &sampler{db: db, base: base, pids: pids, waits: map[string]int{}, pgRoot: postmasterOf(ctx, db)}
 	var err error
 	if s.pg[0], err = readPGCounters(ctx, db); err != nil {
 		return nil, err

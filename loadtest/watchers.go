@@ -5,6 +5,7 @@ package main
 
 import (
 	"context"
+	"database/sql"
 	"fmt"
 	"io"
 	"log/slog"
@@ -25,6 +26,7 @@ var watchersKeys = []metricKey{
 	{"open_first_half_s", "time to open the first half, s"},
 	{"open_second_half_s", "time to open the second half (the first half open), s"},
 	{"open_cpu_us", "the server's CPU per stream opened, µs"},
+	{"open_pg_cpu_us", "PostgreSQL's CPU per stream opened, µs"},
 	{"open_alloc_kb", "the server's allocations per stream opened, KB"},
 	{"rss_kb_per_stream", "memory per idle stream (RSS growth / N), KB"},
 	{"goroutines_per_stream", "goroutines per stream"},
@@ -79,6 +81,7 @@ type watchRound struct {
 	sent    []int     // run index of each append number
 	kBase   int64     // the first append number of this round: numbers are unique per invocation
 	halfAt  time.Time // when half the streams were open
+	pgRoot  int       // the postmaster (postmasterOf), 0 if not on this machine
 }
 
 // measure opens the streams, measures them idle, then appends for the
@@ -105,6 +108,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
+	pgOpen := familyCPU(w.pgRoot)
 	began := time.Now()
 	states, err := w.open(sctx, c, &readers, after)
 	if err != nil {
@@ -120,6 +124,9 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	// The server's CPU per open: on 2 cores shared with the client, the
 	// time to open follows it.
 	out["open_cpu_us"] = 1e6 * (mOpened["process_cpu_seconds_total"] - mOpen["process_cpu_seconds_total"]) / float64(w.o.watchers)
+	// PostgreSQL's, on the same 2 cores: the sessions and runs refundd
+	// reads to open (the hub reads nothing).
+	out["open_pg_cpu_us"] = 1e6 * (familyCPU(w.pgRoot) - pgOpen) / float64(w.o.watchers)
 	out["open_alloc_kb"] = (mOpened["go_memstats_alloc_bytes_total"] - mOpen["go_memstats_alloc_bytes_total"]) / float64(w.o.watchers) / 1024
 	if err := profiled(); err != nil {
 		return nil, err
@@ -459,6 +466,11 @@ func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 	if err != nil {
 		return nil, err
 	}
+	pgRoot := 0
+	if db, err := sql.Open("postgres", e.dbURL); err == nil {
+		pgRoot = postmasterOf(ctx, db)
+		db.Close()
+	}
 	var kBase int64
 	for round := range o.rounds {
 		order := []string{"refundd", "bare"}
@@ -473,7 +485,7 @@ func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 			if err != nil {
 				return nil, err
 			}
-			w := &watchRound{o: o, t: t, st: e.st, runs: runs, log: e.log, kBase: kBase}
+			w := &watchRound{o: o, t: t, st: e.st, runs: runs, log: e.log, kBase: kBase, pgRoot: pgRoot}
 			res, err := w.measure(ctx)
 			t.stop()
 			if err != nil {
