@@ -80,10 +80,10 @@ func (h *Handler) loadStreamUser(api bool) echo.MiddlewareFunc {
 			plain = h.loadAPIUser(next)
 		}
 		return func(c echo.Context) error {
-			if found, err := h.openStreamUser(c, api); !found || err != nil {
-				if err != nil {
-					return err
-				}
+			switch found, err := h.openStreamUser(c, api); {
+			case err != nil:
+				return err
+			case !found:
 				return plain(c)
 			}
 			return next(c)

@@ -149,9 +149,10 @@ func (h *Handler) streamDeadline(next echo.HandlerFunc) echo.HandlerFunc {
 	}
 }
 
-// opening is one stream's open under streamDeadline, in one allocation;
-// its setup and end are functions of their own, so that their frames are
-// not on the stack while the handler runs (see logRequest).
+// opening is one stream's open under streamDeadline: the gate, the timer
+// and what the timer answers with, in one struct. Its setup and end are
+// functions of their own, so that their frames are not on the stack while
+// the handler runs (see logRequest).
 type opening struct {
 	gate     gatedResponse
 	w        http.ResponseWriter // the response's own writer

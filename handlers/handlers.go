@@ -138,17 +138,20 @@ func New(cfg Config, st *store.Store, logger *slog.Logger) (*echo.Echo, error) {
 	// X-Forwarded-For from anyone by default.
 	e.IPExtractor = echo.ExtractIPDirect()
 
-	e.Pre(h.newStreamOpener().pre)
-	e.Use(
-		h.logRequests,
-		middleware.Recover(),
-		// First, so that refusals carry the headers too.
-		securityHeaders,
+	// What every answer passes through first: the log, Recover, and the
+	// security headers (so that refusals carry them too).
+	outer := []echo.MiddlewareFunc{h.logRequests, middleware.Recover(), securityHeaders}
+	opener, err := h.newStreamOpener(outer, routes)
+	if err != nil {
+		return nil, err
+	}
+	e.Pre(opener.pre)
+	e.Use(append(outer,
 		allowHosts(h.cfg.AllowedHosts),
 		h.recordActor,
 		crossOriginProtection(),
 		gate.readBody,
-	)
+	)...)
 	for _, r := range routes {
 		e.Add(r.method, r.path, r.handler, r.middleware...)
 	}

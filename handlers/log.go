@@ -23,7 +23,8 @@ func (h *Handler) logRequests(next echo.HandlerFunc) echo.HandlerFunc {
 
 // logRequest is logRequests' line. It is a function of its own so that
 // its frame is not on the stack while the handler runs: a stream's open
-// is deep, and a goroutine's stack that outgrows its first 8 KB is copied.
+// is deep, and a goroutine's stack (2 KB at first) is copied whole each
+// time it outgrows its size.
 func (h *Handler) logRequest(c echo.Context, start time.Time) {
 	req, res := c.Request(), c.Response()
 	level := slog.LevelInfo

@@ -1,11 +1,12 @@
 package handlers
 
 import (
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 
 	"github.com/labstack/echo/v4"
-	"github.com/labstack/echo/v4/middleware"
 )
 
 // Opening a run's stream (GET /runs/{id}/events, GET /api/runs/{id}/stream)
@@ -15,77 +16,93 @@ import (
 // passes such a request's checks in one pass that reads nothing, writes
 // nothing and allocates nothing: the route, its host, no body, and the
 // text of its cursor and query. A request that passes goes straight to its
-// route's own chain, built once (the request log, Recover, the security
-// headers, the opening deadline, the user and run read in one statement,
-// the handler). Any other request, a refusal to come included, takes echo's
+// route's own chain, built once: the outer middleware every answer passes
+// (the request log, Recover, the security headers), then the route's own
+// (the opening deadline, the user and run read in one statement) and its
+// handler. Any other request, a refusal to come included, takes echo's
 // whole way, which answers it in words.
 type streamOpener struct {
-	hosts hostSet
-	page  echo.HandlerFunc // GET /runs/{id}/events
-	api   echo.HandlerFunc // GET /api/runs/{id}/stream
+	hosts  hostSet
+	routes []openRoute
 }
 
-func (h *Handler) newStreamOpener() *streamOpener {
-	recover := middleware.Recover()
-	chain := func(last echo.HandlerFunc, mw ...echo.MiddlewareFunc) echo.HandlerFunc {
-		for i := len(mw) - 1; i >= 0; i-- {
-			last = mw[i](last)
+// openRoute is one route streamOpener serves: its path is prefix, the run
+// ID, suffix.
+type openRoute struct {
+	path, prefix, suffix string
+	open                 echo.HandlerFunc
+}
+
+// streamRoutes are the routes streamOpener serves (GET, from routes()).
+var streamRoutes = []string{"/runs/:id/events", "/api/runs/:id/stream"}
+
+func (h *Handler) newStreamOpener(outer []echo.MiddlewareFunc, routes []route) (*streamOpener, error) {
+	o := &streamOpener{hosts: newHostSet(h.cfg.AllowedHosts)}
+	for _, r := range routes {
+		if r.method != http.MethodGet || !slices.Contains(streamRoutes, r.path) {
+			continue
 		}
-		return last
+		open := r.handler
+		mw := slices.Concat(outer, r.middleware)
+		for i := len(mw) - 1; i >= 0; i-- {
+			open = mw[i](open)
+		}
+		prefix, suffix, _ := strings.Cut(r.path, ":id")
+		o.routes = append(o.routes, openRoute{path: r.path, prefix: prefix, suffix: suffix, open: open})
 	}
-	return &streamOpener{
-		hosts: newHostSet(h.cfg.AllowedHosts),
-		page: chain(h.streamRunPage, h.logRequests, recover, securityHeaders,
-			h.streamDeadline, h.loadStreamUser(false)),
-		api: chain(h.apiStreamEvents, h.logRequests, recover, securityHeaders,
-			h.streamDeadline, h.loadStreamUser(true), h.requireUser),
+	if len(o.routes) != len(streamRoutes) {
+		return nil, fmt.Errorf("handlers: the stream routes %v are not all GET routes of the table", streamRoutes)
 	}
+	return o, nil
 }
 
 // pre is echo's pre-routing middleware: a stream's open that passes the
 // checks is served by its route's chain, everything else by next.
 func (o *streamOpener) pre(next echo.HandlerFunc) echo.HandlerFunc {
 	return func(c echo.Context) error {
-		open, path, id := o.match(c.Request())
-		if open == nil {
+		r, id := o.match(c.Request())
+		if r == nil {
 			return next(c)
 		}
-		c.SetPath(path)
+		c.SetPath(r.path)
 		c.SetParamNames(paramID...)
 		c.SetParamValues(id)
-		return open(c)
+		return r.open(c)
 	}
 }
 
 var paramID = []string{"id"}
 
-// match is the one pass: the stream's chain, route and run ID, or nil for
-// a request echo's whole way must answer. What it checks, that way checks
+// match is the one pass: the stream's route and run ID, or nil for a
+// request echo's whole way must answer. What it checks, that way checks
 // too (allowHosts, bodyGate.readBody); cross-origin protection passes
 // every GET.
-func (o *streamOpener) match(req *http.Request) (open echo.HandlerFunc, path, id string) {
+func (o *streamOpener) match(req *http.Request) (*openRoute, string) {
 	if req.Method != http.MethodGet || req.ContentLength != 0 || req.URL.RawPath != "" || !plainQuery(req.URL.RawQuery) {
-		return nil, "", ""
+		return nil, ""
 	}
-	var ok bool
-	if rest, api := strings.CutPrefix(req.URL.Path, "/api/runs/"); api {
-		id, ok = strings.CutSuffix(rest, "/stream")
-		open, path = o.api, "/api/runs/:id/stream"
-	} else if rest, page := strings.CutPrefix(req.URL.Path, "/runs/"); page {
-		id, ok = strings.CutSuffix(rest, "/events")
-		open, path = o.page, "/runs/:id/events"
+	var found *openRoute
+	var id string
+	for i := range o.routes {
+		r := &o.routes[i]
+		if rest, ok := strings.CutPrefix(req.URL.Path, r.prefix); ok {
+			if id, ok = strings.CutSuffix(rest, r.suffix); ok {
+				found = r
+				break
+			}
+		}
 	}
-	if !ok || id == "" || strings.IndexByte(id, '/') >= 0 || !o.hosts.allows(req.Host) {
-		return nil, "", ""
+	if found == nil || id == "" || strings.IndexByte(id, '/') >= 0 || !o.hosts.allows(req.Host) {
+		return nil, ""
 	}
 	for _, name := range textHeaders {
 		for _, v := range req.Header.Values(name) {
 			if !plainHeader(v) {
-				return nil, "", ""
+				return nil, ""
 			}
 		}
 	}
-	return open, path, id
+	return found, id
 }
 
 // plainQuery: every byte of a raw query is one that decodes to itself and

@@ -9,12 +9,11 @@ import (
 
 // preparedTx is a transaction that runs the statements already prepared for
 // the main pool (see prepared) as prepared statements of its own
-// connection: lib/pq sends a statement with parameters in two round trips
-// (Parse and Describe, then Bind and Execute) and the server plans it each
-// time; a prepared one is one round trip (Bind and Execute), planned once
-// per connection. A statement not prepared yet runs as it is: preparing
-// waits for a pool connection, which a transaction holding one must never
-// do (see warm). The helpers that take a sqlx.QueryerContext (getRun,
+// connection: an unnamed statement is parsed and planned by the server at
+// every call, a prepared one once per connection (database/sql keeps each
+// connection's handle). A statement not prepared yet runs as it is:
+// preparing waits for a pool connection, which a transaction holding one
+// must never do (see warm). The helpers that take a sqlx.QueryerContext (getRun,
 // operationsByRun…) go through it too.
 type preparedTx struct {
 	*sqlx.Tx

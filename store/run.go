@@ -286,14 +286,13 @@ func (s *Store) RunByID(ctx context.Context, id uuid.UUID) (*Run, error) {
 	return getRun(ctx, s.db, id)
 }
 
-// getRun loads a run through q (the pool or a transaction).
-// runByIDSQL reads one run, prepared for every snapshot (snapshotSQL) and
-// every transaction (hot, preparedTx).
+// runByIDSQL reads one run; a hot statement (snapshotSQL).
 const runByIDSQL = `SELECT ` + runColumns + ` FROM runs WHERE id = $1`
 
-// setRunStateSQL moves a run to state $2, ended when $3.
+// setRunStateSQL moves a run to state $2, ended when $3; a hot statement.
 const setRunStateSQL = `UPDATE runs SET state = $2, finished_at = CASE WHEN $3 THEN now() END WHERE id = $1`
 
+// getRun loads a run through q (the pool or a transaction).
 func getRun(ctx context.Context, q sqlx.QueryerContext, id uuid.UUID) (*Run, error) {
 	var r Run
 	err := sqlx.GetContext(ctx, q, &r, runByIDSQL, id)

@@ -91,10 +91,8 @@ var (
 )
 
 func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*Snapshot, error) {
-	for _, q := range snapshotSQL {
-		if _, err := s.prepared(ctx, q); err != nil {
-			return nil, err
-		}
+	if err := s.warm(ctx); err != nil {
+		return nil, err
 	}
 	tx, err := s.db.BeginTxx(ctx, &sql.TxOptions{Isolation: sql.LevelRepeatableRead, ReadOnly: true})
 	if err != nil {
@@ -111,9 +109,8 @@ func (s *Store) snapshot(ctx context.Context, runID uuid.UUID, part logPart) (*S
 	return snap, nil
 }
 
-// snapshotSQL are a snapshot's statements, prepared before its
-// transaction begins (see preparedTx): a run page's snapshot is eleven
-// round trips instead of twenty.
+// snapshotSQL are a snapshot's statements, among the hot ones (warm): the
+// server plans each once per connection, not at every page (preparedTx).
 var snapshotSQL = []string{runByIDSQL, operationsByRunSQL, approvalByRunSQL, finalMessageByRunSQL, marksSQL,
 	logSQL, businessLogSQL, latestNarrationSQL, providerCallsByRunSQL, verifyingSinceSQL}
 

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	neturl "net/url"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -41,8 +42,9 @@ type Store struct {
 	// of its own (WithAnswers).
 	answers Answers
 
-	mu    sync.Mutex
-	stmts map[stmtKey]*sqlx.Stmt // prepared hot-path statements
+	mu     sync.Mutex
+	stmts  map[stmtKey]*sqlx.Stmt // prepared hot-path statements
+	warmed atomic.Bool            // every hot statement is in stmts (warm)
 
 	narration *batcher[narrationPiece]
 	notifier  *batcher[notice]
@@ -330,19 +332,24 @@ var ErrStandby = errors.New("store: ready: the database is a standby and takes n
 
 // hot are the statements prepared once per pool (see prepared), that
 // every transaction then runs prepared (preparedTx): the ones a run's
-// steps send most.
-var hot = []string{appendSQL, lockRunSQL, runByIDSQL, operationsByRunSQL, setRunStateSQL}
+// steps send most, and a snapshot's.
+var hot = slices.Concat([]string{appendSQL, lockRunSQL, setRunStateSQL}, snapshotSQL)
 
 // warm prepares the hot statements before a transaction takes its
 // connection. Preparing on the pool takes a connection of its own: a
 // transaction that waited for one while holding another would deadlock a
-// full pool (16 starts racing for one order's lock did).
+// full pool (16 starts racing for one order's lock did). Once all are
+// prepared, it has nothing to do.
 func (s *Store) warm(ctx context.Context) error {
+	if s.warmed.Load() {
+		return nil
+	}
 	for _, q := range hot {
 		if _, err := s.prepared(ctx, q); err != nil {
 			return err
 		}
 	}
+	s.warmed.Store(true)
 	return nil
 }
 
