@@ -130,7 +130,9 @@ func (sc *Conn) Serve() error {
 	}
 	stopRequest := followRequest()
 	err := sc.start(ctx)
-	if err == nil && stopRequest() {
+	// A connection the start took (beginTakeover) is detached even when
+	// its client has gone meanwhile: only this goroutine can close it.
+	if err == nil && (stopRequest() || sc.w.conn != nil) {
 		if conn := sc.w.detach(); conn != nil {
 			sc.handedOver = true
 			sc.c = nil
@@ -153,6 +155,11 @@ func (sc *Conn) Serve() error {
 		err = sc.loop(ctx)
 	}
 	sc.finish(ctx, cancel, err)
+	if sc.w != nil && sc.w.conn != nil {
+		// Taken, and its start failed: the server will not close it.
+		sc.w.finish()
+		_ = sc.w.conn.Close()
+	}
 	return nil
 }
 
@@ -189,7 +196,7 @@ func (sc *Conn) start(ctx context.Context) error {
 			return err
 		}
 	}
-	w, err := beginStream(sc.c, &sc.e.cfg)
+	w, err := beginTakeover(sc.c, &sc.e.cfg)
 	if err != nil {
 		return err
 	}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/labstack/echo/v4"
+	"golang.org/x/net/http/httpguts"
 )
 
 // sseWriter frames Server-Sent Events into a buffer and writes it out with
@@ -29,6 +30,11 @@ type sseWriter struct {
 	// for abort, which another goroutine may call.
 	conn     net.Conn
 	detached atomic.Pointer[connRef]
+	// res is the response whose head the first flush writes itself, on
+	// the connection it takes (beginTakeover); nil once taken, or when
+	// the server sends it. head is that head's fields until written.
+	res  *echo.Response
+	head http.Header
 	// close1_0: the client spoke HTTP/1.0 (as nginx does to its upstream
 	// unless told otherwise), which has no chunks: the server sent the
 	// head without chunked encoding, so the body is the bytes themselves
@@ -58,6 +64,38 @@ func openStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 // buffer, for a caller that writes more before its first flush: one write
 // where there were two.
 func beginStream(c echo.Context, cfg *Config) (*sseWriter, error) {
+	w, err := newStream(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	c.Response().WriteHeader(http.StatusOK)
+	w.retry(cfg.RetryHint())
+	return w, nil
+}
+
+// beginTakeover is beginStream for a stream that detach will take from
+// the server: an HTTP/1.1 one's first flush takes the connection at once
+// and writes the head itself, with the first chunk, in one write. The
+// server's own head (its clone of the headers, their sorting, its
+// buffers) goes unused, and the stream is detached. Any other stream
+// (HTTP/1.0, a writer that cannot be taken) begins as beginStream does.
+func beginTakeover(c echo.Context, cfg *Config) (*sseWriter, error) {
+	w, err := newStream(c, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if w.close1_0 {
+		c.Response().WriteHeader(http.StatusOK)
+	} else {
+		w.res = c.Response()
+	}
+	w.retry(cfg.RetryHint())
+	return w, nil
+}
+
+// newStream sets an event stream's headers on c's response and makes its
+// writer; nothing is sent yet.
+func newStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 	res := c.Response()
 	hdr := res.Header()
 	hdr.Set(echo.HeaderContentType, "text/event-stream; charset=utf-8")
@@ -68,8 +106,6 @@ func beginStream(c echo.Context, cfg *Config) (*sseWriter, error) {
 	if err := w.rc.Load().SetWriteDeadline(time.Time{}); err != nil && !errors.Is(err, http.ErrNotSupported) {
 		return nil, err
 	}
-	res.WriteHeader(http.StatusOK)
-	w.retry(cfg.RetryHint())
 	return w, nil
 }
 
@@ -120,6 +156,11 @@ func (w *sseWriter) comment(text string) { w.out().WriteString(": " + text + "\n
 func (w *sseWriter) flush() error {
 	if w.pending() == 0 {
 		return nil
+	}
+	if w.res != nil {
+		if err := w.takeOver(); err != nil {
+			return err
+		}
 	}
 	if w.conn != nil {
 		return w.flushChunk()
@@ -184,19 +225,50 @@ func (w *sseWriter) pending() int {
 var frameBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
 
 // detach takes the connection from the HTTP server (http.Hijacker), after
-// the response's head and first chunks were sent through it, so that the
-// handler can return and the stream holds only its own state: no request,
-// no server buffers, and a goroutine whose stack is its own. An HTTP/1.1
-// response stays chunked: flush frames each write as a chunk, and finish
-// ends the body; an HTTP/1.0 one is written as it is. nil: the response cannot be taken over (a recorder, HTTP/2); the
-// stream is served by the handler as before.
+// the response's head and first chunks were sent (or with them:
+// takeOver), so that the handler can return and the stream holds only its
+// own state: no request, no server buffers, and a goroutine whose stack is
+// its own. An HTTP/1.1 response stays chunked: flush frames each write as
+// a chunk, and finish ends the body; an HTTP/1.0 one is written as it is.
+// nil: the response cannot be taken over (a recorder, HTTP/2); the stream
+// is served by the handler as before.
 func (w *sseWriter) detach() net.Conn {
+	if w.conn != nil {
+		return w.conn // taken at the first flush (takeOver)
+	}
 	if w.pending() > 0 {
 		return nil
 	}
+	if w.hijack() != nil {
+		return nil
+	}
+	return w.conn
+}
+
+// takeOver takes the connection before anything was written and frames
+// the response's head for the first chunk's write. A writer that cannot
+// be taken (a recorder, HTTP/2) gets its head written by the server.
+func (w *sseWriter) takeOver() error {
+	res := w.res
+	w.res = nil
+	err := w.hijack()
+	if errors.Is(err, http.ErrNotSupported) {
+		res.WriteHeader(http.StatusOK)
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	res.Status, res.Committed = http.StatusOK, true
+	w.head = res.Header()
+	return nil
+}
+
+// hijack takes the connection from the server.
+func (w *sseWriter) hijack() error {
 	conn, brw, err := w.rc.Load().Hijack()
 	if err != nil {
-		return nil
+		return err
 	}
 	if brw.Reader.Buffered() > 0 {
 		// The client sent more (a pipelined request): this connection
@@ -207,8 +279,40 @@ func (w *sseWriter) detach() net.Conn {
 	w.detached.Store(&connRef{conn})
 	// The controller holds the server's response and its buffers.
 	w.rc.Store(nil)
-	return conn
+	return nil
 }
+
+// appendHead frames a 200 response's head with header, as net/http's
+// would be for a body of chunks: what the server itself adds (Date,
+// Transfer-Encoding) is not taken from header, a field whose name is not
+// a token is dropped and line breaks in a value become spaces.
+func appendHead(b []byte, header http.Header, now time.Time) []byte {
+	b = append(b, "HTTP/1.1 200 OK\r\n"...)
+	for k, vs := range header {
+		if !httpguts.ValidHeaderFieldName(k) || serverOwnsHeader[k] {
+			continue
+		}
+		for _, v := range vs {
+			b = append(b, k...)
+			b = append(b, ": "...)
+			for i := 0; i < len(v); i++ {
+				c := v[i]
+				if c == '\r' || c == '\n' {
+					c = ' '
+				}
+				b = append(b, c)
+			}
+			b = append(b, "\r\n"...)
+		}
+	}
+	b = append(b, "Date: "...)
+	b = now.UTC().AppendFormat(b, http.TimeFormat)
+	return append(b, "\r\nTransfer-Encoding: chunked\r\n\r\n"...)
+}
+
+// serverOwnsHeader: fields appendHead writes itself or that a body of
+// chunks must not carry.
+var serverOwnsHeader = map[string]bool{"Date": true, "Transfer-Encoding": true, "Content-Length": true, "Connection": true}
 
 // flushChunk writes the buffer as one HTTP/1.1 chunk (HTTP/1.0: as it
 // is) with the write deadline.
@@ -225,7 +329,12 @@ func (w *sseWriter) flushChunk() error {
 		// chunk is framed in a pooled buffer: a fan-out to a thousand
 		// streams allocates none.
 		p := chunks.Get().(*[]byte)
-		chunk := strconv.AppendInt((*p)[:0], int64(w.buf.Len()), 16)
+		chunk := (*p)[:0]
+		if w.head != nil { // the head, before the first chunk
+			chunk = appendHead(chunk, w.head, time.Now())
+			w.head = nil
+		}
+		chunk = strconv.AppendInt(chunk, int64(w.buf.Len()), 16)
 		chunk = append(chunk, '\r', '\n')
 		chunk = append(chunk, w.buf.Bytes()...)
 		chunk = append(chunk, '\r', '\n')

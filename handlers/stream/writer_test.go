@@ -1,9 +1,15 @@
 package stream
 
 import (
+	"errors"
+	"io"
+	"net"
+	"net/http"
 	"net/http/httptest"
 	"testing"
 	"time"
+
+	"github.com/labstack/echo/v4"
 )
 
 func TestSSEWriter_MultiLineData(t *testing.T) {
@@ -17,4 +23,94 @@ func TestSSEWriter_MultiLineData(t *testing.T) {
 	if got := w.buf.String(); got != want {
 		t.Errorf("framed =\n%q\nwant\n%q", got, want)
 	}
+}
+
+// A stream that is taken over sends its head itself, with the first
+// chunk, in one write, and a client reads it as net/http's own: the
+// handler's headers (a line break in one a space), Date and chunked
+// encoding once each, and the body's end when the stream finishes.
+func TestTakeover_HeadAndFirstChunkInOneWrite(t *testing.T) {
+	t.Parallel()
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	writes := make(chan int, 16)
+	e := echo.New()
+	e.GET("/s", func(c echo.Context) error {
+		c.Response().Header().Set("X-Frame-Options", "DENY")
+		c.Response().Header().Set("X-Broken", "a\r\nInjected: yes")
+		w, err := beginTakeover(c, &Config{SlowAfter: time.Second, Retry: 2 * time.Second})
+		if err != nil {
+			return err
+		}
+		w.message("hello", 7, []byte("x"))
+		if err := w.flush(); err != nil {
+			return err
+		}
+		conn := w.detach()
+		if conn == nil {
+			return errors.New("not taken over")
+		}
+		writes <- conn.(*countingConn).writes
+		w.message("", 8, []byte("y"))
+		if err := w.flush(); err != nil {
+			return err
+		}
+		w.finish()
+		return conn.Close()
+	})
+	srv := &http.Server{Handler: e}
+	go srv.Serve(countingListener{ln})
+	t.Cleanup(func() { srv.Close() })
+
+	resp, err := http.Get("http://" + ln.Addr().String() + "/s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		t.Fatalf("reading the body to its end: %v", err)
+	}
+	if n := <-writes; n != 1 {
+		t.Errorf("the head and first chunk took %d writes, want 1", n)
+	}
+	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" ||
+		resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Broken") != "a  Injected: yes" ||
+		resp.Header.Get("Injected") != "" {
+		t.Errorf("head: %d %v", resp.StatusCode, resp.Header)
+	}
+	if d := resp.Header.Values("Date"); len(d) != 1 {
+		t.Errorf("Date: %q, want one", d)
+	} else if _, err := http.ParseTime(d[0]); err != nil {
+		t.Errorf("Date %q: %v", d[0], err)
+	}
+	if te := resp.TransferEncoding; len(te) != 1 || te[0] != "chunked" {
+		t.Errorf("Transfer-Encoding %q, want chunked", te)
+	}
+	if want := "retry: 2000\n\nevent: hello\nid: 7\ndata: x\n\nid: 8\ndata: y\n\n"; string(body) != want {
+		t.Errorf("body =\n%q\nwant\n%q", body, want)
+	}
+}
+
+type countingListener struct{ net.Listener }
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err != nil {
+		return nil, err
+	}
+	return &countingConn{Conn: c}, nil
+}
+
+// countingConn counts its writes (one goroutine writes at a time here).
+type countingConn struct {
+	net.Conn
+	writes int
+}
+
+func (c *countingConn) Write(p []byte) (int, error) {
+	c.writes++
+	return c.Conn.Write(p)
 }
