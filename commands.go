@@ -147,6 +147,10 @@ func startDevMail(ctx context.Context, cfg *Config) (line string, stop func(), e
 
 // runServe serves the web app. Several serve processes can share one
 // database; they must share SESSION_KEY too.
+// warmConns is how many connections of each pool serve opens before it
+// listens: a restart's reconnect wave found two and opened four more.
+const warmConns = 6
+
 func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err
@@ -162,6 +166,8 @@ func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logge
 	if err := st.Ready(ctx); err != nil {
 		// Serve anyway: /readyz reports it, and `refundd migrate` fixes it.
 		logger.Warn("database not ready; run `refundd migrate`", "err", err)
+	} else if err := st.Warm(ctx, warmConns); err != nil {
+		logger.Warn("database pools not warmed", "err", err)
 	}
 	listener, err := startListener(ctx, st, logger)
 	if err != nil {

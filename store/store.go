@@ -353,6 +353,38 @@ func (s *Store) warm(ctx context.Context) error {
 	return nil
 }
 
+// Warm readies the pools for the first requests of a server just
+// started, the reconnecting streams of a restart: it opens up to n
+// connections of each pool at once (a PostgreSQL process each, which the
+// first wave would otherwise wait for and pay within it) and prepares the
+// statements a stream's open runs. A connection that fails is left to
+// the pool to open again later; the error says why.
+func (s *Store) Warm(ctx context.Context, n int) error {
+	var errs []error
+	for _, p := range []*sqlx.DB{s.db, s.streams} {
+		conns := make([]*sql.Conn, 0, n)
+		for range min(n, p.Stats().MaxOpenConnections) {
+			c, err := p.Conn(ctx)
+			if err != nil {
+				errs = append(errs, err)
+				break
+			}
+			conns = append(conns, c)
+		}
+		for _, c := range conns {
+			errs = append(errs, c.PingContext(ctx), c.Close())
+		}
+	}
+	for _, q := range slices.Concat(streamOpenBatchSQL[:], streamOpenOneSQL[:]) {
+		_, err := s.prepared(ctx, q)
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("store: warm: %w", err)
+	}
+	return nil
+}
+
 // affected is how many rows res changed, for the operation named what.
 func affected(res sql.Result, what string) (int64, error) {
 	n, err := res.RowsAffected()

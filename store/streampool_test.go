@@ -101,3 +101,61 @@ func TestPrepare_NoPoolDeadlock(t *testing.T) {
 		t.Errorf("the read once the pool was free: %v", err)
 	}
 }
+
+// TestWarm_OpensEachPoolsConnectionsBeforeTheFirstRequest: a server just
+// started opens its connections before the first wave of streams, not
+// within it: PostgreSQL has a process for each warmed connection of both
+// pools (no more than a pool holds), and a stream's open then starts none.
+func TestWarm_OpensEachPoolsConnectionsBeforeTheFirstRequest(t *testing.T) {
+	t.Parallel()
+	ctx := context.Background()
+	st, err := store.Open(ctx, storetest.URL(t), store.PoolSize(5), store.StreamPoolSize(2), store.WithAnswers(views.Answers{}))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { st.Close() })
+	p := storetest.MustSeedParties(t, st, 10000)
+	run, _, err := st.StartRun(ctx, store.StartRequest{OwnerID: p.Customer.ID,
+		ClientRequestID: "warm", OrderID: p.Order.ID, Amount: 1, Reason: "warm"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sid, err := st.CreateSession(ctx, p.Customer.ID, time.Hour)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The test's own connection, outside the store's pools.
+	db, err := sqlx.Open("postgres", st.URL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { db.Close() })
+	backends := func() int {
+		var n int
+		if err := db.GetContext(ctx, &n, `SELECT count(*) FROM pg_stat_activity
+			WHERE datname = current_database() AND pid <> pg_backend_pid()`); err != nil {
+			t.Fatal(err)
+		}
+		return n
+	}
+	before := backends()
+	if err := st.Warm(ctx, 4); err != nil {
+		t.Fatal(err)
+	}
+	warmed := backends()
+	if warmed < 4+2 || warmed > 5+2 {
+		t.Fatalf("%d processes of the store's after warming 4 of 5 and 2 of 2 (%d before), want 6 or 7", warmed, before)
+	}
+	if _, _, _, err := st.StreamOpen(ctx, store.StreamCredential{SessionID: sid, RunID: run.ID}); err != nil {
+		t.Fatal(err)
+	}
+	if n := backends(); n != warmed {
+		t.Errorf("a stream's open after warming: %d processes, want the %d warmed", n, warmed)
+	}
+
+	canceled, cancel := context.WithCancel(ctx)
+	cancel()
+	if err := st.Warm(canceled, 4); err == nil || !errors.Is(err, context.Canceled) {
+		t.Errorf("warming with a canceled context: %v, want context.Canceled", err)
+	}
+}
