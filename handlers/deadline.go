@@ -68,7 +68,10 @@ func (h *Handler) deadline(next echo.HandlerFunc) echo.HandlerFunc {
 			if u := inner.Get(ctxUser); u != nil {
 				c.Set(ctxUser, u)
 			}
-			if err := buf.copyTo(c.Response()); err != nil {
+			// The handler has returned: its buffer is written out and free.
+			err := buf.copyTo(c.Response())
+			buf.release()
+			if err != nil {
 				return err
 			}
 			if r.err != nil && ctx.Err() == context.DeadlineExceeded {
@@ -88,7 +91,7 @@ func (h *Handler) deadline(next echo.HandlerFunc) echo.HandlerFunc {
 type bufferedResponse struct {
 	header http.Header
 	status int
-	body   bytes.Buffer
+	body   *bytes.Buffer // from pages, at the first write (release)
 }
 
 func (b *bufferedResponse) Header() http.Header { return b.header }
@@ -103,7 +106,27 @@ func (b *bufferedResponse) Write(p []byte) (int, error) {
 	if b.status == 0 {
 		b.status = http.StatusOK
 	}
+	if b.body == nil {
+		b.body = pages.Get().(*bytes.Buffer)
+	}
 	return b.body.Write(p)
+}
+
+// bytes is what the handler wrote.
+func (b *bufferedResponse) bytes() []byte {
+	if b.body == nil {
+		return nil
+	}
+	return b.body.Bytes()
+}
+
+// release gives the body's buffer back, once nothing writes to it or
+// reads it any more.
+func (b *bufferedResponse) release() {
+	if b.body != nil {
+		putPage(b.body)
+		b.body = nil
+	}
 }
 
 // copyTo sends the held response: its headers always (a handler that
@@ -119,7 +142,7 @@ func (b *bufferedResponse) copyTo(res *echo.Response) error {
 		return nil
 	}
 	res.WriteHeader(b.status)
-	_, err := res.Write(b.body.Bytes())
+	_, err := res.Write(b.bytes())
 	return err
 }
 
@@ -211,11 +234,11 @@ func (h *Handler) answerLate(e *echo.Echo, req *http.Request, path string, w htt
 	if buf.status == 0 {
 		return
 	}
-	w.Header().Set(echo.HeaderContentLength, strconv.Itoa(buf.body.Len()))
+	w.Header().Set(echo.HeaderContentLength, strconv.Itoa(len(buf.bytes())))
 	w.Header().Set(echo.HeaderConnection, "close")
 	w.WriteHeader(buf.status)
 	// A client gone by now has nobody to tell.
-	if _, err := w.Write(buf.body.Bytes()); err == nil {
+	if _, err := w.Write(buf.bytes()); err == nil {
 		_ = http.NewResponseController(w).Flush()
 	}
 }

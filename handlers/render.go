@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"net/http"
+	"sync"
 
 	"github.com/a-h/templ"
 	"github.com/labstack/echo/v4"
@@ -18,12 +19,29 @@ func render(c echo.Context, status int, component templ.Component) error {
 	// The path lets the layout mark the current page in the navigation;
 	// the language is the viewer's (langOf).
 	ctx := views.WithLang(views.WithPath(c.Request().Context(), c.Request().URL.Path), langOf(c))
-	body, err := renderBytes(ctx, component)
-	if err != nil {
+	buf := pages.Get().(*bytes.Buffer)
+	defer putPage(buf)
+	if err := component.Render(ctx, buf); err != nil {
 		return err
 	}
-	return c.HTMLBlob(status, body)
+	return c.HTMLBlob(status, buf.Bytes())
 }
+
+// pages holds the buffers pages are rendered into: a page is written out
+// before render returns, and its buffer, grown to the page's size once,
+// renders the next.
+var pages = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// putPage gives a page's buffer back; one grown past maxPooledPage (a run
+// page with all its narration) is let go.
+func putPage(b *bytes.Buffer) {
+	if b.Cap() <= maxPooledPage {
+		b.Reset()
+		pages.Put(b)
+	}
+}
+
+const maxPooledPage = 256 << 10
 
 // renderBytes renders a component into bytes: a page's body, or a
 // stream's data.

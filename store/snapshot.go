@@ -261,12 +261,18 @@ func readLog(ctx context.Context, tx preparedTx, snap *Snapshot, query string) e
 
 // latestNarrationSQL is the latest $4 pieces of narration after $2 up to
 // $3, with their text and how many there are in all.
+//
+// A piece's run, parent and family are the run's own (every append takes
+// them from the run's row): they are not read again for each piece.
 const latestNarrationSQL = `
-SELECT ` + eventColumns + `, payload->>'text', total FROM (
-    SELECT ` + eventColumns + `, count(*) OVER () AS total FROM run_events
+SELECT ` + narrationColumns + `, payload->>'text', total FROM (
+    SELECT ` + narrationColumns + `, count(*) OVER () AS total FROM run_events
     WHERE run_id = $1 AND seq > $2 AND seq <= $3 AND type = '` + EventNarrationDelta + `'
     ORDER BY seq DESC LIMIT $4
 ) t ORDER BY seq`
+
+// narrationColumns are eventColumns but for the run's own.
+const narrationColumns = `seq, event_id, type, class, payload, created_at`
 
 // readLatestNarration adds the latest n pieces of the shown attempt's
 // narration to snap's events (which hold every other event, and so the
@@ -280,16 +286,18 @@ func readLatestNarration(ctx context.Context, tx preparedTx, snap *Snapshot, n i
 	defer rows.Close()
 	events := slices.Grow(snap.Events, n)
 	snap.narrationText = make(map[int64]string, n)
+	// Scanned in place, into room made for them: an Event whose fields
+	// Scan is given escapes, and each would be one more allocation.
+	var payload []byte
+	var text sql.NullString
+	var total int
 	for rows.Next() {
-		var ev Event
-		var payload []byte
-		var text sql.NullString
-		var total int
-		if err := rows.Scan(&ev.RunID, &ev.ParentRunID, &ev.CorrelationID, &ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &text, &total); err != nil {
+		events = append(events, Event{RunID: snap.Run.ID, ParentRunID: snap.Run.ParentRunID, CorrelationID: snap.Run.CorrelationID})
+		ev := &events[len(events)-1]
+		if err := rows.Scan(&ev.Seq, &ev.EventID, &ev.Type, &ev.Class, &payload, &ev.CreatedAt, &text, &total); err != nil {
 			return fmt.Errorf("store: snapshot narration: %w", err)
 		}
 		ev.Payload = json.RawMessage(payload)
-		events = append(events, ev)
 		snap.narrationText[ev.Seq] = text.String
 		snap.NarrationLeftOut = max(total-n, 0)
 	}

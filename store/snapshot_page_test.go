@@ -67,6 +67,20 @@ func TestSnapshotPage_LatestNarrationOfTheShownAttempt(t *testing.T) {
 	if len(page.Marks) != len(full.Marks) {
 		t.Errorf("%d marks, want the full snapshot's %d", len(page.Marks), len(full.Marks))
 	}
+	// A piece as the page read it is the piece as the log holds it: its
+	// run, parent and family (the run's own, not read again) included.
+	bySeq := map[int64]store.Event{}
+	for _, ev := range full.Events {
+		bySeq[ev.Seq] = ev
+	}
+	for _, ev := range page.Events {
+		want := bySeq[ev.Seq]
+		if ev.RunID != want.RunID || ev.ParentRunID != want.ParentRunID || ev.CorrelationID != want.CorrelationID ||
+			ev.EventID != want.EventID || ev.Type != want.Type || ev.Class != want.Class ||
+			string(ev.Payload) != string(want.Payload) || !ev.CreatedAt.Equal(want.CreatedAt) {
+			t.Errorf("seq %d as the page read it:\n%+v\nas the log holds it:\n%+v", ev.Seq, ev, want)
+		}
+	}
 }
 
 // TestSnapshotPage_NarrationTextAsItsPayloadSays: the text a page's

@@ -8,6 +8,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"sync"
 
 	"github.com/BurntSushi/toml"
 	"github.com/nicksnyder/go-i18n/v2/i18n"
@@ -73,7 +74,7 @@ func LoadLanguages(fsys fs.FS, dir string) (*Languages, error) {
 	}
 	l := &Languages{bundle: b, tags: tags, matcher: language.NewMatcher(tags), langs: map[language.Tag]Lang{}}
 	for _, t := range tags {
-		l.langs[t] = Lang{Tag: t, loc: i18n.NewLocalizer(b, t.String())}
+		l.langs[t] = Lang{Tag: t, loc: i18n.NewLocalizer(b, t.String()), words: new(sync.Map)}
 	}
 	return l, nil
 }
@@ -136,6 +137,11 @@ func (l *Languages) Lang(t language.Tag) Lang {
 type Lang struct {
 	Tag language.Tag
 	loc *i18n.Localizer
+	// words holds what T answered for each key without data (a string a
+	// key): the same every time, and a page asks for a hundred of them.
+	// Only keys of the catalogues are kept, so it is bounded by them. nil
+	// for a Lang made on the fly.
+	words *sync.Map
 }
 
 // English is the language of a viewer nobody chose one for.
@@ -145,7 +151,18 @@ var English = Catalogues.Lang(language.English)
 // nil for none). A key no catalogue holds is a programming error: it
 // shows as the key itself, and the catalogue test fails.
 func (l Lang) T(key string, data ...any) string {
-	return l.localize(&i18n.LocalizeConfig{MessageID: key, TemplateData: first(data)}, key)
+	if len(data) > 0 || l.words == nil {
+		return l.localize(&i18n.LocalizeConfig{MessageID: key, TemplateData: first(data)}, key)
+	}
+	if w, ok := l.words.Load(key); ok {
+		return w.(string)
+	}
+	w, err := l.loc.Localize(&i18n.LocalizeConfig{MessageID: key})
+	if err != nil {
+		return key
+	}
+	l.words.Store(key, w)
+	return w
 }
 
 // N is the words of key for count things (CLDR plural forms), count being

@@ -82,11 +82,11 @@ func newRunView(snap *store.Snapshot, full bool, viewer Viewer, latest int) *Run
 	if !full {
 		return v
 	}
-	var narration []store.Event
-	for _, ev := range snap.Events {
+	var narration []int // the shown pieces' places in snap.Events
+	for i, ev := range snap.Events {
 		switch {
 		case ev.Type == store.EventNarrationDelta && v.ShowsNarration(ev):
-			narration = append(narration, ev)
+			narration = append(narration, i)
 		case inTimeline(ev):
 			v.Timeline = append(v.Timeline, ev)
 		}
@@ -98,8 +98,9 @@ func newRunView(snap *store.Snapshot, full bool, viewer Viewer, latest int) *Run
 		v.NarrationHidden, narration = v.NarrationHidden+extra, narration[extra:]
 	}
 	v.Narration = make([]Narration, 0, len(narration))
-	for _, ev := range narration {
-		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: snap.NarrationText(ev)})
+	for _, i := range narration {
+		ev := &snap.Events[i]
+		v.Narration = append(v.Narration, Narration{Seq: ev.Seq, Text: snap.NarrationText(*ev)})
 	}
 	// Only retention raises the floor; a restart's skipped seqs are no
 	// loss and leave it be.
