@@ -259,7 +259,10 @@ func (w *sseWriter) takeOver() error {
 	if err != nil {
 		return err
 	}
+	// The log's status and size, as the server's head would have set
+	// them: the first chunk's bytes.
 	res.Status, res.Committed = http.StatusOK, true
+	res.Size += int64(w.pending())
 	w.head = res.Header()
 	return nil
 }

@@ -36,6 +36,7 @@ func TestTakeover_HeadAndFirstChunkInOneWrite(t *testing.T) {
 		t.Fatal(err)
 	}
 	writes := make(chan int, 16)
+	logged := make(chan [2]int64, 1) // what the request log reads: status, size
 	e := echo.New()
 	e.GET("/s", func(c echo.Context) error {
 		c.Response().Header().Set("X-Frame-Options", "DENY")
@@ -53,6 +54,7 @@ func TestTakeover_HeadAndFirstChunkInOneWrite(t *testing.T) {
 			return errors.New("not taken over")
 		}
 		writes <- conn.(*countingConn).writes
+		logged <- [2]int64{int64(c.Response().Status), c.Response().Size}
 		w.message("", 8, []byte("y"))
 		if err := w.flush(); err != nil {
 			return err
@@ -75,6 +77,9 @@ func TestTakeover_HeadAndFirstChunkInOneWrite(t *testing.T) {
 	}
 	if n := <-writes; n != 1 {
 		t.Errorf("the head and first chunk took %d writes, want 1", n)
+	}
+	if first := int64(len("retry: 2000\n\nevent: hello\nid: 7\ndata: x\n\n")); <-logged != [2]int64{200, first} {
+		t.Errorf("the response as the log reads it is not 200 with the first chunk's %d bytes", first)
 	}
 	if resp.StatusCode != 200 || resp.Header.Get("Content-Type") != "text/event-stream; charset=utf-8" ||
 		resp.Header.Get("X-Frame-Options") != "DENY" || resp.Header.Get("X-Broken") != "a  Injected: yes" ||
