@@ -145,12 +145,12 @@ func startDevMail(ctx context.Context, cfg *Config) (line string, stop func(), e
 	}, nil
 }
 
-// runServe serves the web app. Several serve processes can share one
-// database; they must share SESSION_KEY too.
 // warmConns is how many connections of each pool serve opens before it
 // listens: a restart's reconnect wave found two and opened four more.
 const warmConns = 6
 
+// runServe serves the web app. Several serve processes can share one
+// database; they must share SESSION_KEY too.
 func runServe(ctx context.Context, cfg Config, args []string, logger *slog.Logger, stdout io.Writer) error {
 	if err := noArgs(args); err != nil {
 		return err

@@ -332,8 +332,9 @@ var ErrStandby = errors.New("store: ready: the database is a standby and takes n
 
 // hot are the statements prepared once per pool (see prepared), that
 // every transaction then runs prepared (preparedTx): the ones a run's
-// steps send most, and a snapshot's.
-var hot = slices.Concat([]string{appendSQL, lockRunSQL, setRunStateSQL}, snapshotSQL)
+// steps send most, a snapshot's, and a stream open's.
+var hot = slices.Concat([]string{appendSQL, lockRunSQL, setRunStateSQL}, snapshotSQL,
+	streamOpenBatchSQL[:], streamOpenOneSQL[:])
 
 // warm prepares the hot statements before a transaction takes its
 // connection. Preparing on the pool takes a connection of its own: a
@@ -357,8 +358,8 @@ func (s *Store) warm(ctx context.Context) error {
 // started, the reconnecting streams of a restart: it opens up to n
 // connections of each pool at once (a PostgreSQL process each, which the
 // first wave would otherwise wait for and pay within it) and prepares the
-// statements a stream's open runs. A connection that fails is left to
-// the pool to open again later; the error says why.
+// hot statements (warm), a stream open's among them. A connection that
+// fails is left to the pool to open again later; the error says why.
 func (s *Store) Warm(ctx context.Context, n int) error {
 	var errs []error
 	for _, p := range []*sqlx.DB{s.db, s.streams} {
@@ -375,11 +376,7 @@ func (s *Store) Warm(ctx context.Context, n int) error {
 			errs = append(errs, c.PingContext(ctx), c.Close())
 		}
 	}
-	for _, q := range slices.Concat(streamOpenBatchSQL[:], streamOpenOneSQL[:]) {
-		_, err := s.prepared(ctx, q)
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, s.warm(ctx))...); err != nil {
 		return fmt.Errorf("store: warm: %w", err)
 	}
 	return nil

@@ -151,17 +151,19 @@ var English = Catalogues.Lang(language.English)
 // nil for none). A key no catalogue holds is a programming error: it
 // shows as the key itself, and the catalogue test fails.
 func (l Lang) T(key string, data ...any) string {
-	if len(data) > 0 || l.words == nil {
-		return l.localize(&i18n.LocalizeConfig{MessageID: key, TemplateData: first(data)}, key)
+	kept := len(data) == 0 && l.words != nil
+	if kept {
+		if w, ok := l.words.Load(key); ok {
+			return w.(string)
+		}
 	}
-	if w, ok := l.words.Load(key); ok {
-		return w.(string)
-	}
-	w, err := l.loc.Localize(&i18n.LocalizeConfig{MessageID: key})
+	w, err := l.localize(&i18n.LocalizeConfig{MessageID: key, TemplateData: first(data)})
 	if err != nil {
 		return key
 	}
-	l.words.Store(key, w)
+	if kept {
+		l.words.Store(key, w)
+	}
 	return w
 }
 
@@ -172,18 +174,20 @@ func (l Lang) N(key string, count int, data ...any) string {
 	if td == nil {
 		td = map[string]any{"Count": count}
 	}
-	return l.localize(&i18n.LocalizeConfig{MessageID: key, PluralCount: count, TemplateData: td}, key)
-}
-
-func (l Lang) localize(c *i18n.LocalizeConfig, key string) string {
-	if l.loc == nil {
-		l = English
-	}
-	s, err := l.loc.Localize(c)
+	w, err := l.localize(&i18n.LocalizeConfig{MessageID: key, PluralCount: count, TemplateData: td})
 	if err != nil {
 		return key
 	}
-	return s
+	return w
+}
+
+// localize is c's words in l (English for the zero Lang); an error for a
+// key no catalogue holds.
+func (l Lang) localize(c *i18n.LocalizeConfig) (string, error) {
+	if l.loc == nil {
+		l = English
+	}
+	return l.loc.Localize(c)
 }
 
 func first(data []any) any {

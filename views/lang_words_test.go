@@ -19,7 +19,10 @@ func TestLang_WordsKeptAreTheCatalogues(t *testing.T) {
 		return n
 	}
 	const key = "language.name"
-	want := zh.localize(&i18n.LocalizeConfig{MessageID: key}, key)
+	want, err := zh.localize(&i18n.LocalizeConfig{MessageID: key})
+	if err != nil {
+		t.Fatal(err)
+	}
 	for range 3 {
 		if got := zh.T(key); got != want {
 			t.Fatalf("T(%q) = %q, want the catalogue's %q", key, got, want)

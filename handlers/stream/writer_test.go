@@ -75,7 +75,13 @@ func TestTakeover_HeadAndFirstChunkInOneWrite(t *testing.T) {
 	if err != nil {
 		t.Fatalf("reading the body to its end: %v", err)
 	}
-	if n := <-writes; n != 1 {
+	var n int
+	select {
+	case n = <-writes:
+	case <-time.After(10 * time.Second): // the handler failed before it took the connection
+		t.Fatalf("the stream was not taken over; the client read %d %q", resp.StatusCode, body)
+	}
+	if n != 1 {
 		t.Errorf("the head and first chunk took %d writes, want 1", n)
 	}
 	if first := int64(len("retry: 2000\n\nevent: hello\nid: 7\ndata: x\n\n")); <-logged != [2]int64{200, first} {
