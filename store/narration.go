@@ -72,21 +72,32 @@ func (s *Store) writeNarration(batch []narrationPiece) {
 	}
 }
 
-// narrationSQL appends every piece of a batch: each run's pieces are
-// numbered in order after its last_seq (bumped once per run, as appendSQL
-// does), and each run gets one NOTIFY with its new last_seq. The runs'
-// rows were locked in id order by the statement before, so two batches
-// never deadlock.
+// narrationSQL appends every piece of a batch, in one statement that is
+// its own transaction (one round trip where BEGIN, a locking statement,
+// this one and COMMIT took four):
+//   - locked takes the batch's runs' rows in id order, so two batches never
+//     deadlock: the update below touches a run only once locked has
+//     returned it, and locked returns (and locks) them in id order whatever
+//     the plan. It also makes the commit asynchronous: set_config's local
+//     setting lasts until the end of the statement's own transaction, its
+//     commit included.
+//   - each run's pieces are numbered in order after its last_seq (bumped
+//     once per run, as appendSQL does), and each run gets one NOTIFY with
+//     its new last_seq.
 var narrationSQL = `
 WITH input AS (
     SELECT i.run_id, i.event_id, i.payload,
            row_number() OVER (PARTITION BY i.run_id ORDER BY i.ord) AS k
     FROM unnest($1::uuid[], $2::uuid[], $3::text[]) WITH ORDINALITY AS i(run_id, event_id, payload, ord)
+), locked AS (
+    SELECT id, set_config('synchronous_commit', 'off', true)
+    FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE
 ), counts AS (
     SELECT run_id, count(*) AS n FROM input GROUP BY run_id
 ), bump AS (
     UPDATE runs SET ` + bumpSeq("counts.n") + `
-    FROM counts WHERE runs.id = counts.run_id
+    FROM counts JOIN locked ON locked.id = counts.run_id
+    WHERE runs.id = counts.run_id
     RETURNING runs.id, runs.last_seq, runs.parent_run_id, runs.correlation_id, counts.n
 ), ins AS (
     INSERT INTO run_events (run_id, parent_run_id, correlation_id, seq, event_id, type, class, payload)
@@ -98,14 +109,10 @@ WITH input AS (
 )
 SELECT DISTINCT ins.run_id FROM ins CROSS JOIN (SELECT count(*) FROM note) AS notified`
 
-// lockRunsSQL locks the batch's runs in id order and makes the
-// transaction's commit asynchronous (set_config's local setting lasts until
-// that commit): one statement where SET LOCAL took one of its own.
-const lockRunsSQL = `SELECT set_config('synchronous_commit', 'off', true)
-FROM runs WHERE id = ANY($1::uuid[]) ORDER BY id FOR UPDATE`
-
-// appendNarrationBatch writes a batch in one asynchronous-commit
-// transaction and says which runs it wrote to.
+// appendNarrationBatch writes a batch in its one asynchronous-commit
+// statement and says which runs it wrote to. A batch PostgreSQL chose as a
+// deadlock's victim (against a transaction that locks runs in another
+// order) was rolled back whole: it is sent again, as Append does.
 func (s *Store) appendNarrationBatch(batch []narrationPiece) (map[uuid.UUID]bool, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), narrationBatchTimeout)
 	defer cancel()
@@ -123,26 +130,22 @@ func (s *Store) appendNarrationBatch(batch []narrationPiece) (map[uuid.UUID]bool
 		}
 		runs[i], ids[i], payloads[i] = p.runID.String(), id.String(), string(payload)
 	}
-	// Prepared before the transaction takes its connection (see warm).
 	stmt, err := s.prepared(ctx, narrationSQL)
 	if err != nil {
 		return nil, err
 	}
-	written := make(map[uuid.UUID]bool, len(batch))
-	err = s.inTx(ctx, func(tx *txn) error {
-		if _, err := tx.ExecContext(ctx, lockRunsSQL, pq.Array(runs)); err != nil {
-			return err
+	var got []uuid.UUID
+	for range txAttempts {
+		got = got[:0]
+		err = stmt.SelectContext(ctx, &got, pq.Array(runs), pq.Array(ids), pq.Array(payloads), ChannelEvents)
+		if !isDeadlock(err) {
+			break
 		}
-		var got []uuid.UUID
-		if err := tx.StmtxContext(ctx, stmt).SelectContext(ctx, &got,
-			pq.Array(runs), pq.Array(ids), pq.Array(payloads), ChannelEvents); err != nil {
-			return err
-		}
-		for _, id := range got {
-			written[id] = true
-		}
-		return nil
-	})
+	}
+	written := make(map[uuid.UUID]bool, len(got))
+	for _, id := range got {
+		written[id] = true
+	}
 	if err != nil {
 		return nil, fmt.Errorf("store: append narration: %w", err)
 	}

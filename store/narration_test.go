@@ -6,15 +6,19 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/refundd/refundd/internal/devdb"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
+	"github.com/refundd/refundd/views"
 )
 
 // TestAppendNarration_BatchesKeepEachRunsOrder: many runs narrating at once
@@ -242,4 +246,134 @@ func openPrivate(t *testing.T, dir string, log *slog.Logger) (*store.Store, func
 		t.Fatal(err)
 	}
 	return st, closeDB
+}
+
+// TestAppendNarration_NeverDeadlocks: narration batches from two processes
+// cover overlapping runs while a third party's transactions lock the same
+// runs one statement at a time in id order, as any transaction that locks
+// several runs must. A batch locks its runs in that order too, so
+// PostgreSQL finds no deadlock (it counts them per database), and every
+// run's log holds each process's pieces once, in the order that process
+// appended them, without gaps.
+func TestAppendNarration_NeverDeadlocks(t *testing.T) {
+	t.Parallel()
+	f := newFixture(t)
+	ctx := context.Background()
+	const runs, pieces, app = 24, 30, "narration-deadlock-test"
+	ids := make([]uuid.UUID, runs)
+	for i := range ids {
+		ids[i] = f.start(t, fmt.Sprintf("dl-%d", i), 1).ID
+	}
+	slices.SortFunc(ids, func(a, b uuid.UUID) int { return strings.Compare(a.String(), b.String()) })
+	url := f.s.URL() + "&application_name=" + app
+	var wg sync.WaitGroup
+	for proc := range 2 {
+		st, err := store.Open(ctx, url, store.WithAnswers(views.Answers{}))
+		if err != nil {
+			t.Fatal(err)
+		}
+		var writers sync.WaitGroup
+		for _, id := range ids {
+			writers.Go(func() {
+				for p := range pieces {
+					if err := st.AppendNarration(ctx, id, fmt.Sprintf("%d:%d", proc, p)); err != nil {
+						t.Error(err)
+						return
+					}
+				}
+			})
+		}
+		wg.Go(func() { writers.Wait(); st.Close() })
+	}
+	lockInOrder(t, url, ids, &wg)
+	wg.Wait()
+	if n := deadlocksOf(t, storetest.DB(t, f.s), app); n != 0 {
+		t.Fatalf("PostgreSQL found %d deadlocks between the batches and the ordered transactions, want 0", n)
+	}
+	for _, id := range ids {
+		evs, err := f.s.EventsAfter(ctx, id, 0, store.MaxPage)
+		if err != nil {
+			t.Fatal(err)
+		}
+		next := [2]int{}
+		for i, ev := range evs {
+			if ev.Seq != int64(i+1) {
+				t.Fatalf("run %s: event %d has seq %d", id, i, ev.Seq)
+			}
+			if ev.Type != store.EventNarrationDelta {
+				continue
+			}
+			var proc, p int
+			if _, err := fmt.Sscanf(narrationText(t, ev), "%d:%d", &proc, &p); err != nil || p != next[proc] {
+				t.Fatalf("run %s: seq %d is %q, want process %d's piece %d", id, ev.Seq, narrationText(t, ev), proc, next[proc])
+			}
+			next[proc]++
+		}
+		if next != [2]int{pieces, pieces} {
+			t.Fatalf("run %s: %v pieces per process, want %d each", id, next, pieces)
+		}
+	}
+}
+
+// lockInOrder runs, until wg's other members are done, transactions that
+// lock the runs ids (sorted) one statement at a time, holding each lock a
+// moment before taking the next. A deadlock fails the test (once the
+// writers are done); the
+// connection is closed before it returns.
+func lockInOrder(t *testing.T, url string, ids []uuid.UUID, wg *sync.WaitGroup) {
+	t.Helper()
+	db, err := sqlx.Open("postgres", url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer db.Close()
+	done := make(chan struct{})
+	go func() { wg.Wait(); close(done) }()
+	for {
+		select {
+		case <-done:
+			return
+		default:
+		}
+		tx, err := db.Beginx()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, id := range ids {
+			if _, err := tx.Exec(`SELECT pg_sleep(0.001) FROM runs WHERE id = $1 FOR UPDATE`, id); err != nil {
+				tx.Rollback()
+				t.Errorf("locking run %s in order: %v", id, err)
+				return
+			}
+		}
+		if err := tx.Commit(); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+// deadlocksOf waits for every connection named app to end (a backend
+// reports its deadlocks at the latest when it exits, bounded at 10 s) and
+// returns the deadlocks PostgreSQL counted in the database.
+func deadlocksOf(t *testing.T, db *sqlx.DB, app string) int {
+	t.Helper()
+	ctx := context.Background()
+	for i := 0; ; i++ {
+		var left int
+		if err := db.GetContext(ctx, &left, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
+			t.Fatal(err)
+		}
+		if left == 0 {
+			break
+		}
+		if i == 100 {
+			t.Fatalf("%d connections named %s still open after 10 s", left, app)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	var n int
+	if err := db.GetContext(ctx, &n, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`); err != nil {
+		t.Fatal(err)
+	}
+	return n
 }
