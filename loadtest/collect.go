@@ -51,8 +51,9 @@ type collector struct {
 }
 
 type evStat struct {
-	max float64 // ms, the last watcher's latency
-	n   int     // deliveries
+	first float64 // ms, the first watcher's latency
+	max   float64 // ms, the last watcher's latency
+	n     int     // deliveries
 }
 
 func newCollector() *collector { return &collector{events: map[int64]*evStat{}} }
@@ -63,11 +64,11 @@ func (c *collector) add(k int64, ms float64) {
 	c.lat = append(c.lat, ms)
 	e := c.events[k]
 	if e == nil {
-		e = &evStat{}
+		e = &evStat{first: ms}
 		c.events[k] = e
 	}
 	e.n++
-	e.max = max(e.max, ms)
+	e.first, e.max = min(e.first, ms), max(e.max, ms)
 }
 
 func (c *collector) problem(dup, order int) {

@@ -57,7 +57,7 @@ type options struct {
 	bare      bool
 	reference string
 	appender  string
-	profile   string // a folder for CPU profiles of the opening
+	profile   string // a folder for CPU profiles of the opening and the appends
 
 	// approvals
 	approvals int
@@ -117,7 +117,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds; storm: cuts of the serve (at most 9)")
 	fs.StringVar(&o.stream, "stream", "api", "watchers, storm: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
-	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profile of each round's opening into (open-N.pprof)")
+	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profiles of each round's opening and appends into (open-N.pprof, append-N.pprof)")
 	fs.BoolVar(&o.bare, "bare", true, "watchers: measure the bare reference too")
 	fs.StringVar(&o.reference, "reference", "", "watchers: the folder of the outside reference (../shared/perf-reference): its hub server is the bare reference, opened by the same client; with -rate, one run, the hub publishing its own events; with -appender durable over several runs, its appender (-sync on) and its server's PostgreSQL path")
 	fs.StringVar(&o.appender, "appender", "async", "watchers: how events are appended, async (store.AppendNarration: batched, asynchronous commits, as narration is) or durable (store.Append: one commit each, flushed, as business events are)")

@@ -33,6 +33,7 @@ var watchersKeys = []metricKey{
 	{"idle_cpu_pct", "idle CPU holding the streams, % of one core"},
 	{"append_p50_ms", "append → client p50, ms"},
 	{"append_p99_ms", "append → client p99, ms"},
+	{"first_p50_ms", "first watcher of a run gets an event, median of events, ms"},
 	{"last_p50_ms", "last watcher of a run gets an event, median of events, ms"},
 	{"last_p90_ms", "last watcher of a run gets an event, p90 of events, ms"},
 	{"last_p99_ms", "last watcher of a run gets an event, p99 of events, ms"},
@@ -103,7 +104,7 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	if err != nil {
 		return nil, err
 	}
-	profiled := w.profileOpening(ctx)
+	profiled := w.profile(ctx, "open", max(2, w.o.watchers/1000))
 	mOpen, err := w.t.counters(ctx)
 	if err != nil {
 		return nil, err
@@ -164,25 +165,25 @@ func (w *watchRound) measure(ctx context.Context) (map[string]float64, error) {
 	return out, nil
 }
 
-// profileOpening starts, with -profile, a CPU profile of refundd over the
-// opening (an estimate of its length: 1 s per 1,000 streams, at least 2 s)
-// and returns what waits for it, writes it to the folder, and then writes
-// the process's allocations so far beside it (allocs-N.pprof).
-func (w *watchRound) profileOpening(ctx context.Context) func() error {
+// profile starts, with -profile, a CPU profile of refundd over secs
+// seconds of a phase (the opening: an estimate of its length, 1 s per
+// 1,000 streams, at least 2 s; the appends: their duration) and returns
+// what waits for it, writes it to the folder (PHASE-N.pprof), and then
+// writes the process's allocations so far beside it (allocs-PHASE-N.pprof).
+func (w *watchRound) profile(ctx context.Context, phase string, secs int) func() error {
 	if w.o.profile == "" || w.t.name == "bare" {
 		return func() error { return nil }
 	}
-	secs := max(2, w.o.watchers/1000)
 	done := make(chan error, 1)
 	go func() {
 		url := fmt.Sprintf("%s/debug/pprof/profile?seconds=%d", w.t.base, secs)
-		done <- fetchTo(ctx, url, filepath.Join(w.o.profile, fmt.Sprintf("open-%d.pprof", w.kBase)))
+		done <- fetchTo(ctx, url, filepath.Join(w.o.profile, fmt.Sprintf("%s-%d.pprof", phase, w.kBase)))
 	}()
 	return func() error {
 		if err := <-done; err != nil {
 			return err
 		}
-		return fetchTo(ctx, w.t.base+"/debug/pprof/allocs", filepath.Join(w.o.profile, fmt.Sprintf("allocs-%d.pprof", w.kBase)))
+		return fetchTo(ctx, w.t.base+"/debug/pprof/allocs", filepath.Join(w.o.profile, fmt.Sprintf("allocs-%s-%d.pprof", phase, w.kBase)))
 	}
 }
 
@@ -267,12 +268,16 @@ func startCursors(ctx context.Context, st *store.Store, runs []uuid.UUID, from s
 // appendPhase appends at the target rate for the duration, waits for the
 // deliveries, and adds the delivery figures to out.
 func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[string]float64, out map[string]float64) error {
+	profiled := w.profile(ctx, "append", max(1, int(w.o.duration.Seconds())))
 	began := time.Now()
 	appended, err := w.appendAtRate(ctx)
 	if err != nil {
 		return err
 	}
 	elapsed := time.Since(began).Seconds()
+	if err := profiled(); err != nil {
+		return err
+	}
 	perRun := make([]int, len(w.runs))
 	for i := range w.o.watchers {
 		perRun[i%len(w.runs)]++
@@ -297,12 +302,13 @@ func (w *watchRound) appendPhase(ctx context.Context, c *collector, before map[s
 	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var last []float64
+	var first, last []float64
 	for _, e := range c.events {
-		last = append(last, e.max)
+		first, last = append(first, e.first), append(last, e.max)
 	}
 	out["append_p50_ms"] = quantile(c.lat, 0.5)
 	out["append_p99_ms"] = quantile(c.lat, 0.99)
+	out["first_p50_ms"] = quantile(first, 0.5)
 	out["last_p50_ms"] = quantile(last, 0.5)
 	out["last_p90_ms"] = quantile(last, 0.9)
 	out["last_p99_ms"] = quantile(last, 0.99)
