@@ -256,7 +256,9 @@ var beatEpoch = time.Now()
 
 func (sc *Conn) loop(ctx context.Context) error {
 	every := sc.e.cfg.Heartbeat
-	hb := time.NewTimer(heartbeatIn(every, time.Since(beatEpoch)))
+	now := time.Since(beatEpoch)
+	due := now + heartbeatIn(every, now) // since beatEpoch
+	hb := time.NewTimer(due - now)
 	defer hb.Stop()
 	recheck := func(f feed) error { return f.recheck(ctx) }
 	var err error
@@ -289,7 +291,13 @@ func (sc *Conn) loop(ctx context.Context) error {
 				err = sc.each(ctx, func(f feed) error { return f.update(ctx) })
 			}
 		}
-		hb.Reset(heartbeatIn(every, time.Since(beatEpoch)))
+		// The beat moves only when the stream's last write crossed into
+		// another slot: most events leave the timer as it is.
+		now := time.Since(beatEpoch)
+		if next := now + heartbeatIn(every, now); next != due {
+			due = next
+			hb.Reset(next - now)
+		}
 	}
 	if err == nil {
 		err = sc.w.flush()

@@ -173,6 +173,7 @@ func (f *logFeed) update(ctx context.Context) error {
 	if cut != nil {
 		return cut
 	}
+	defer f.sub.out.giveBack(items)
 	for _, it := range items {
 		var err error
 		switch {

@@ -23,6 +23,7 @@ type outbox struct {
 
 	mu    sync.Mutex
 	items []item
+	spare []item // the writer's last batch, emptied (giveBack): the next items
 	bytes int
 	err   error         // set once: the Sub was cut
 	ready chan struct{} // something to write, or the cut
@@ -157,10 +158,25 @@ func mergeNarration(a, b item) (item, bool) {
 }
 
 // take hands everything queued to the writer, or the error that cut it.
+// The writer may give the slice back once it has written it (giveBack).
 func (o *outbox) take() ([]item, error) {
 	o.mu.Lock()
 	defer o.mu.Unlock()
 	items := o.items
-	o.items, o.bytes = nil, 0
+	o.items, o.spare, o.bytes = o.spare, nil, 0
 	return items, o.err
+}
+
+// giveBack returns what take handed over, written: its room takes the
+// next items, so a stream that keeps up queues a fan-out's event without
+// allocating.
+func (o *outbox) giveBack(items []item) {
+	clear(items) // the events and their frames go
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	if o.items == nil && o.err == nil {
+		o.items = items[:0]
+	} else if o.spare == nil {
+		o.spare = items[:0]
+	}
 }

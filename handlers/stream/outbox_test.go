@@ -87,3 +87,45 @@ func TestOutbox_OverflowCutsTheSubscriber(t *testing.T) {
 		t.Errorf("take = %d items, %v; want none and errSlowReader", len(items), err)
 	}
 }
+
+// TestOutbox_WrittenBatchTakesTheNext: the batch a writer gives back is
+// emptied and queues what comes next, so a stream that keeps up queues a
+// fan-out's event without allocating, whether the next event comes after
+// the writer gave the batch back or while it was still writing.
+func TestOutbox_WrittenBatchTakesTheNext(t *testing.T) {
+	o := newOutbox(&Config{Buffer: 4, BufferBytes: 1 << 20}, nil)
+	items := []item{businessItem(1), businessItem(2)}
+	seq := int64(0)
+	offer := func() {
+		seq++
+		if !o.offer(items[seq%2]) {
+			t.Fatalf("offer %d: cut", seq)
+		}
+	}
+	take := func() []item {
+		got, err := o.take()
+		if err != nil || len(got) != 1 || got[0].ev.Seq != items[seq%2].ev.Seq {
+			t.Fatalf("take after offer %d = %v, %v; want that one item", seq, got, err)
+		}
+		return got
+	}
+	after := testing.AllocsPerRun(100, func() {
+		offer()
+		o.giveBack(take())
+	})
+	during := testing.AllocsPerRun(100, func() {
+		offer()
+		written := take()
+		offer() // while the writer writes
+		o.giveBack(written)
+		o.giveBack(take())
+	})
+	if after != 0 || during != 0 {
+		t.Errorf("%v allocations an event given back after, %v while writing; want 0", after, during)
+	}
+	offer()
+	written := take()
+	if o.giveBack(written); written[0].frames != nil || written[0].ev.Payload != nil {
+		t.Errorf("a batch given back still holds %+v, want it emptied", written[0])
+	}
+}
