@@ -468,3 +468,47 @@ func TestStream_StalledDatabase(t *testing.T) {
 		})
 	}
 }
+
+// TestDeadline_LockedTableInATransaction: a run page's snapshot is one
+// transaction, and one of its reads waits on a lock past the request
+// deadline. The page answers 503 on time, and the waiting read is
+// cancelled then, while the lock is still held (lib/pq watches the
+// transaction's context: its statements run without a watch of their own),
+// so no connection stays behind the lock; once it is gone the page serves.
+func TestDeadline_LockedTableInATransaction(t *testing.T) {
+	t.Parallel()
+	const timeout = 300 * time.Millisecond
+	a := newApp(t, handlers.Config{RequestTimeout: timeout})
+	run := a.startRun(t, "customer@example.com", 1)
+	c := a.signedIn(t, "customer@example.com")
+	s := &stalledApp{srv: a.srv}
+	path := "/runs/" + run.ID.String()
+
+	tx, err := a.db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tx.Rollback()
+	// Read only inside the page's snapshot transaction.
+	if _, err := tx.Exec(`LOCK TABLE final_messages IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	r, took := s.timedGet(t, c, path, 5*time.Second, nil)
+	wantStatus(t, r, http.StatusServiceUnavailable)
+	if took > timeout+time.Second {
+		t.Errorf("answered after %s, want about %s", took, timeout)
+	}
+	testkit.WaitUntil(t, "the page's read behind the lock to be cancelled", 5*time.Second, func() bool {
+		var waiting int
+		err := a.db.QueryRow(`SELECT count(*) FROM pg_stat_activity
+            WHERE datname = current_database() AND wait_event_type = 'Lock' AND query LIKE '%final_messages%'`).Scan(&waiting)
+		return err == nil && waiting == 0
+	})
+	if err := tx.Rollback(); err != nil {
+		t.Fatal(err)
+	}
+	testkit.WaitUntil(t, "the page to serve again", 10*time.Second, func() bool {
+		r, _ := s.timedGet(t, c, path, 10*time.Second, nil)
+		return r.status == http.StatusOK
+	})
+}

@@ -15,6 +15,11 @@ import (
 // preparing waits for a pool connection, which a transaction holding one
 // must never do (see warm). The helpers that take a sqlx.QueryerContext (getRun,
 // operationsByRun…) go through it too.
+//
+// Its statements run without their context's cancellation: lib/pq watches
+// a transaction's context from BEGIN to its end, and cancels whatever
+// statement the connection is running when it ends. A statement's own
+// watch would start one more goroutine for each statement, for nothing.
 type preparedTx struct {
 	*sqlx.Tx
 	s *Store
@@ -33,6 +38,7 @@ func (tx preparedTx) stmt(ctx context.Context, query string) *sqlx.Stmt {
 }
 
 func (tx preparedTx) QueryContext(ctx context.Context, query string, args ...any) (*sql.Rows, error) {
+	ctx = context.WithoutCancel(ctx) // see preparedTx
 	if st := tx.stmt(ctx, query); st != nil {
 		return st.QueryContext(ctx, args...)
 	}
@@ -40,6 +46,7 @@ func (tx preparedTx) QueryContext(ctx context.Context, query string, args ...any
 }
 
 func (tx preparedTx) QueryxContext(ctx context.Context, query string, args ...any) (*sqlx.Rows, error) {
+	ctx = context.WithoutCancel(ctx) // see preparedTx
 	if st := tx.stmt(ctx, query); st != nil {
 		return st.QueryxContext(ctx, args...)
 	}
@@ -47,6 +54,7 @@ func (tx preparedTx) QueryxContext(ctx context.Context, query string, args ...an
 }
 
 func (tx preparedTx) QueryRowxContext(ctx context.Context, query string, args ...any) *sqlx.Row {
+	ctx = context.WithoutCancel(ctx) // see preparedTx
 	if st := tx.stmt(ctx, query); st != nil {
 		return st.QueryRowxContext(ctx, args...)
 	}
@@ -54,6 +62,7 @@ func (tx preparedTx) QueryRowxContext(ctx context.Context, query string, args ..
 }
 
 func (tx preparedTx) ExecContext(ctx context.Context, query string, args ...any) (sql.Result, error) {
+	ctx = context.WithoutCancel(ctx) // see preparedTx
 	if st := tx.stmt(ctx, query); st != nil {
 		return st.ExecContext(ctx, args...)
 	}
