@@ -3,6 +3,7 @@ package handlers_test
 import (
 	"cmp"
 	"context"
+	"database/sql"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -20,6 +21,7 @@ import (
 	"time"
 
 	"github.com/google/uuid"
+	"github.com/jmoiron/sqlx"
 
 	"github.com/refundd/refundd/handlers"
 	"github.com/refundd/refundd/internal/devdb"
@@ -399,13 +401,7 @@ func TestDeadline_LockedTable(t *testing.T) {
 	s := &stalledApp{srv: a.srv}
 	c := &http.Client{}
 
-	tx, err := a.db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, err := tx.Exec(`LOCK TABLE orders IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockTable(t, a.db, "orders")
 	for i := range 3 {
 		r, took := s.timedGet(t, c, "/api/orders", 5*time.Second, bearer)
 		wantStatus(t, r, http.StatusServiceUnavailable)
@@ -486,15 +482,7 @@ func TestDeadline_LockedTableInATransaction(t *testing.T) {
 	s := &stalledApp{srv: a.srv}
 	path := "/runs/" + run.ID.String()
 
-	tx, err := a.db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	// Read only inside the page's snapshot transaction.
-	if _, err := tx.Exec(`LOCK TABLE final_messages IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	tx := lockTable(t, a.db, "final_messages") // read only inside the page's snapshot transaction
 	r, took := s.timedGet(t, c, path, 5*time.Second, nil)
 	wantStatus(t, r, http.StatusServiceUnavailable)
 	if took > timeout+time.Second {
@@ -513,4 +501,19 @@ func TestDeadline_LockedTableInATransaction(t *testing.T) {
 		r, _ := s.timedGet(t, c, path, 10*time.Second, nil)
 		return r.status == http.StatusOK
 	})
+}
+
+// lockTable locks table against every other transaction until the
+// returned one ends (at the latest when the test does).
+func lockTable(t *testing.T, db *sqlx.DB, table string) *sql.Tx {
+	t.Helper()
+	tx, err := db.Begin()
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { tx.Rollback() })
+	if _, err := tx.Exec(`LOCK TABLE ` + table + ` IN ACCESS EXCLUSIVE MODE`); err != nil {
+		t.Fatal(err)
+	}
+	return tx
 }

@@ -23,14 +23,7 @@ func TestAPISnapshot_LongRunReadsNoEvents(t *testing.T) {
 	unlocked := a.get(t, c, path)
 	wantStatus(t, unlocked, http.StatusOK)
 
-	tx, err := a.db.Begin()
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer tx.Rollback()
-	if _, err := tx.Exec(`LOCK TABLE run_events IN ACCESS EXCLUSIVE MODE`); err != nil {
-		t.Fatal(err)
-	}
+	lockTable(t, a.db, "run_events")
 	locked := a.get(t, c, path)
 	wantStatus(t, locked, http.StatusOK)
 	if locked.body != unlocked.body {

@@ -16,6 +16,7 @@ import (
 	"github.com/jmoiron/sqlx"
 
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/store"
 	"github.com/refundd/refundd/store/storetest"
 	"github.com/refundd/refundd/views"
@@ -358,19 +359,13 @@ func lockInOrder(t *testing.T, url string, ids []uuid.UUID, wg *sync.WaitGroup) 
 func deadlocksOf(t *testing.T, db *sqlx.DB, app string) int {
 	t.Helper()
 	ctx := context.Background()
-	for i := 0; ; i++ {
+	testkit.WaitUntil(t, "the connections named "+app+" to end", 10*time.Second, func() bool {
 		var left int
 		if err := db.GetContext(ctx, &left, `SELECT count(*) FROM pg_stat_activity WHERE application_name = $1`, app); err != nil {
 			t.Fatal(err)
 		}
-		if left == 0 {
-			break
-		}
-		if i == 100 {
-			t.Fatalf("%d connections named %s still open after 10 s", left, app)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return left == 0
+	})
 	var n int
 	if err := db.GetContext(ctx, &n, `SELECT deadlocks FROM pg_stat_database WHERE datname = current_database()`); err != nil {
 		t.Fatal(err)

@@ -293,7 +293,7 @@ func (sc *Conn) loop(ctx context.Context) error {
 		}
 		// The beat moves only when the stream's last write crossed into
 		// another slot: most events leave the timer as it is.
-		now := time.Since(beatEpoch)
+		now = time.Since(beatEpoch)
 		if next := now + heartbeatIn(every, now); next != due {
 			due = next
 			hb.Reset(next - now)

@@ -5,7 +5,6 @@ import (
 	"sync"
 	"sync/atomic"
 	"testing"
-	"time"
 )
 
 // TestFrames_EncodesOncePerKeyForEveryCaller: a fan-out's thousand streams
@@ -27,18 +26,20 @@ func TestFrames_EncodesOncePerKeyForEveryCaller(t *testing.T) {
 			return []byte("bytes of format 0"), nil
 		}
 	}
-	var wg sync.WaitGroup
+	var wg, started sync.WaitGroup
 	var wrong atomic.Int32
 	for i := range 1000 {
 		k := i % 2
+		started.Add(1)
 		wg.Go(func() {
+			started.Done()
 			data, err := f.Get(fmt.Sprint("format ", k), encode(k))
 			if (k == 0 && (err != nil || string(data) != "bytes of format 0")) || (k == 1 && err == nil) {
 				wrong.Add(1)
 			}
 		})
 	}
-	time.Sleep(50 * time.Millisecond)
+	started.Wait() // every caller is on its way into Get before the encodings end
 	close(release)
 	wg.Wait()
 	if n0, n1 := encodes[0].Load(), encodes[1].Load(); n0 != 1 || n1 != 1 {
