@@ -136,15 +136,7 @@ func (sc *Conn) Serve() error {
 		if conn := sc.w.detach(); conn != nil {
 			sc.handedOver = true
 			sc.c = nil
-			go func() {
-				defer conn.Close()
-				go cancelWhenClosed(conn, cancel)
-				err := sc.loopRecovering(ctx)
-				sc.finish(ctx, cancel, err)
-				stopShutdown()
-				sc.leave()
-				sc.w.finish()
-			}()
+			go sc.detached(ctx, conn, cancel, stopShutdown)
 			return nil
 		}
 		stopRequest = followRequest()
@@ -163,17 +155,29 @@ func (sc *Conn) Serve() error {
 	return nil
 }
 
-// loopRecovering is loop for a detached connection, outside the handler
-// and so outside echo's Recover: a panic ends this connection (logged with
-// its stack), not the process.
-func (sc *Conn) loopRecovering(ctx context.Context) (err error) {
+// detached is the rest of a stream whose connection was detached, in a
+// goroutine of its own, outside the handler and so outside echo's Recover:
+// a panic ends this connection (logged with its stack), not the process.
+//
+// The goroutine's stack starts at 2 KB and the stream idles in loop's
+// select: one more frame under it would grow the stack to 4 KB, a copy at
+// every open, so the panic is caught and the stream ended in a deferred
+// function, whose frame is only there at the end.
+func (sc *Conn) detached(ctx context.Context, conn net.Conn, cancel context.CancelCauseFunc, stopShutdown func() bool) {
+	var err error
 	defer func() {
 		if r := recover(); r != nil {
 			sc.e.log.Error("stream panicked", "panic", r, "stack", string(debug.Stack()))
 			err = fmt.Errorf("stream: panicked: %v", r)
 		}
+		sc.finish(ctx, cancel, err)
+		stopShutdown()
+		sc.leave()
+		sc.w.finish()
+		_ = conn.Close()
 	}()
-	return sc.loop(ctx)
+	go cancelWhenClosed(conn, cancel)
+	err = sc.loop(ctx)
 }
 
 // errClientGone ends a stream whose client closed the connection.
