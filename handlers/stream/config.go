@@ -33,7 +33,7 @@ type Config struct {
 	// when it reconnects.
 	Buffer      int           // default 512
 	BufferBytes int           // default 1 MiB
-	SlowAfter   time.Duration // the deadline of each write: a client that reads nothing for this long is cut; default 10s
+	SlowAfter   time.Duration // the least a write may take: a client that reads nothing for this long (up to 1.5 times) is cut; default 10s
 	// MaxPerUser and MaxStreams cap the open streams of one user and of
 	// the process (MAX_STREAMS_PER_USER, MAX_STREAMS).
 	MaxPerUser int // default 16

@@ -30,6 +30,7 @@ type sseWriter struct {
 	// for abort, which another goroutine may call.
 	conn     net.Conn
 	detached atomic.Pointer[connRef]
+	deadline time.Time // conn's write deadline (writeDeadline)
 	// res is the response whose head the first flush writes itself, on
 	// the connection it takes (beginTakeover); nil once taken, or when
 	// the server sends it. head is that head's fields until written.
@@ -320,7 +321,7 @@ var serverOwnsHeader = map[string]bool{"Date": true, "Transfer-Encoding": true, 
 // flushChunk writes the buffer as one HTTP/1.1 chunk (HTTP/1.0: as it
 // is) with the write deadline.
 func (w *sseWriter) flushChunk() error {
-	if err := w.conn.SetWriteDeadline(time.Now().Add(w.timeout)); err != nil {
+	if err := w.writeDeadline(); err != nil {
 		return err
 	}
 	var err error
@@ -348,11 +349,22 @@ func (w *sseWriter) flushChunk() error {
 		}
 	}
 	w.reset()
-	if err != nil {
-		return err
+	return err
+}
+
+// writeDeadline gives the write about to start at least timeout on the
+// detached connection. The deadline set lasts half as long again, so a
+// fan-out's writes, each within the last's half, set none: setting a
+// deadline moves a runtime timer, and setting and clearing it at every
+// write was two for each watcher of each event. An idle stream's deadline
+// passes unseen: it bounds writes only.
+func (w *sseWriter) writeDeadline() error {
+	now := time.Now()
+	if w.deadline.Sub(now) >= w.timeout {
+		return nil
 	}
-	// Cleared, or its timer would fire for nothing on every idle stream.
-	return w.conn.SetWriteDeadline(time.Time{})
+	w.deadline = now.Add(w.timeout + w.timeout/2)
+	return w.conn.SetWriteDeadline(w.deadline)
 }
 
 // chunks holds the buffers flushChunk frames chunks in; one larger than

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"os"
 	"testing"
 	"time"
 
@@ -124,4 +125,51 @@ type countingConn struct {
 func (c *countingConn) Write(p []byte) (int, error) {
 	c.writes++
 	return c.Conn.Write(p)
+}
+
+// A detached stream's writes each get at least the write timeout, and a
+// fan-out's writes, each soon after the last, set the connection's
+// deadline once, not twice a write (writeDeadline); a client that reads
+// nothing is cut, not before the timeout.
+func TestFlushChunk_DeadlineAtLeastTheTimeoutSetOnce(t *testing.T) {
+	t.Parallel()
+	server, client := net.Pipe()
+	defer client.Close()
+	conn := &deadlineCounter{Conn: server}
+	w := &sseWriter{conn: conn, timeout: 2 * time.Second}
+	go func() { _, _ = io.Copy(io.Discard, client) }()
+	for range 10 {
+		w.comment("ping")
+		if err := w.flushChunk(); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if conn.set != 1 {
+		t.Errorf("10 writes set the deadline %d times, want once", conn.set)
+	}
+
+	stalled, reader := net.Pipe() // a client that reads nothing
+	defer reader.Close()
+	const timeout = 200 * time.Millisecond
+	w = &sseWriter{conn: stalled, timeout: timeout}
+	w.comment("ping")
+	began := time.Now()
+	err := w.flushChunk()
+	if !errors.Is(err, os.ErrDeadlineExceeded) {
+		t.Fatalf("a write to a client that reads nothing: %v, want the deadline", err)
+	}
+	if took := time.Since(began); took < timeout {
+		t.Errorf("the write was cut after %v, before the timeout of %v", took, timeout)
+	}
+}
+
+// deadlineCounter counts the write deadlines set on a connection.
+type deadlineCounter struct {
+	net.Conn
+	set int
+}
+
+func (c *deadlineCounter) SetWriteDeadline(t time.Time) error {
+	c.set++
+	return c.Conn.SetWriteDeadline(t)
 }
