@@ -54,7 +54,7 @@ func buildBinary(t *testing.T) string {
 // process is a refundd subcommand running as a real OS process.
 type process struct {
 	cmd  *exec.Cmd
-	out  *syncBuffer
+	out  *testkit.SyncBuffer
 	done chan struct{}
 }
 
@@ -63,7 +63,7 @@ func spawn(t *testing.T, env []string, ready string, args ...string) *process {
 	t.Helper()
 	cmd := exec.Command(buildBinary(t), args...)
 	cmd.Env = append([]string{"PATH=" + os.Getenv("PATH"), "LOG_LEVEL=warn"}, env...)
-	p := &process{cmd: cmd, out: &syncBuffer{}, done: make(chan struct{})}
+	p := &process{cmd: cmd, out: &testkit.SyncBuffer{}, done: make(chan struct{})}
 	stdout, err := cmd.StdoutPipe()
 	if err != nil {
 		t.Fatal(err)

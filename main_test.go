@@ -11,7 +11,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -19,6 +18,7 @@ import (
 
 	"github.com/refundd/refundd/internal/browsertest"
 	"github.com/refundd/refundd/internal/devdb"
+	"github.com/refundd/refundd/internal/testkit"
 	"github.com/refundd/refundd/payments"
 	"github.com/refundd/refundd/store/storetest"
 )
@@ -41,10 +41,10 @@ const testProviderSecret = "provider-secret-for-tests"
 
 // program is refundd's run() started in-process, as a test's own process.
 type program struct {
-	url    string      // the base URL it printed
-	stderr *syncBuffer // its log
-	out    chan string // further stdout lines
-	done   chan int    // its exit code
+	url    string              // the base URL it printed
+	stderr *testkit.SyncBuffer // its log
+	out    chan string         // further stdout lines
+	done   chan int            // its exit code
 	stop   func() (code int)
 }
 
@@ -55,7 +55,7 @@ func start(t *testing.T, env map[string]string, args ...string) *program {
 	ctx, cancel := context.WithCancel(context.Background())
 	outR, outW := io.Pipe()
 	p := &program{out: make(chan string, 100), done: make(chan int, 1)}
-	stderr := &syncBuffer{}
+	stderr := &testkit.SyncBuffer{}
 	p.stderr = stderr
 	go func() {
 		code := run(ctx, args, func(k string) string { return env[k] }, outW, stderr)
@@ -105,24 +105,6 @@ func start(t *testing.T, env map[string]string, args ...string) *program {
 		t.Fatalf("refundd %s did not print its URL within 2 minutes", args[0])
 	}
 	return p
-}
-
-// syncBuffer collects the program's stderr while the test reads it.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf strings.Builder
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
 }
 
 func TestBrowser_CustomerLogsInAndSeesHome(t *testing.T) {

@@ -1,15 +1,15 @@
 package stream
 
 import (
-	"bytes"
 	"context"
 	"io"
 	"log/slog"
 	"net"
 	"strings"
-	"sync"
 	"testing"
 	"time"
+
+	"github.com/refundd/refundd/internal/testkit"
 )
 
 // A detached stream runs outside the handler and echo's Recover: a panic
@@ -17,7 +17,7 @@ import (
 // left, its chunked body ended and the connection closed), and the
 // process goes on.
 func TestDetached_PanicEndsOnlyItsConnection(t *testing.T) {
-	var logs lockedBuffer
+	var logs testkit.SyncBuffer
 	e := &Engine{cfg: Config{Heartbeat: time.Hour}, log: slog.New(slog.NewTextHandler(&logs, nil))}
 	server, client := net.Pipe()
 	f := &panickyFeed{}
@@ -81,22 +81,3 @@ func (f *panickyFeed) closing(context.Context, Reason) ([]byte, error) {
 func (f *panickyFeed) leave()         { f.left = true }
 func (f *panickyFeed) name() string   { return "panicky" }
 func (f *panickyFeed) prefix() string { return "" }
-
-// lockedBuffer is a log's buffer, written by the stream's goroutine and
-// read by the test's.
-type lockedBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *lockedBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *lockedBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
-}

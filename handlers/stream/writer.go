@@ -357,7 +357,8 @@ func (w *sseWriter) flushChunk() error {
 // fan-out's writes, each within the last's half, set none: setting a
 // deadline moves a runtime timer, and setting and clearing it at every
 // write was two for each watcher of each event. An idle stream's deadline
-// passes unseen: it bounds writes only.
+// passes unseen: it bounds writes only. After abort the deadline kept here
+// is stale, so the next write is not given a new one and fails at once.
 func (w *sseWriter) writeDeadline() error {
 	now := time.Now()
 	if w.deadline.Sub(now) >= w.timeout {

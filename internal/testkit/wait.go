@@ -1,6 +1,7 @@
 // Package testkit is the harness the tests of several packages share:
 // waiting for a condition under a deadline, reading server-sent events,
-// and running the real executor against a simulated payment provider.
+// running the real executor against a simulated payment provider, and a
+// buffer a test reads while another goroutine writes it.
 // It imports no package whose own internal tests import it back: keep it
 // so (store, payments and agent test themselves as _test packages).
 package testkit
