@@ -52,6 +52,7 @@ type options struct {
 	duration  time.Duration
 	idle      time.Duration
 	rounds    int
+	warm      int // watchers: rounds before the measured ones, not counted
 	stream    string
 	from      string
 	bare      bool
@@ -115,6 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (*options, error) {
 	fs.DurationVar(&o.duration, "duration", 10*time.Second, "watchers: appending time per target per round; runs: measuring time (at most 10m)")
 	fs.DurationVar(&o.idle, "idle", 5*time.Second, "watchers: idle time over which CPU is measured (at most 2m)")
 	fs.IntVar(&o.rounds, "rounds", 3, "watchers: interleaved rounds; storm: cuts of the serve (at most 9)")
+	fs.IntVar(&o.warm, "warm", 1, "watchers: rounds of both servers before the measured ones, not counted: an invocation's first opening costs whichever server goes first more (the client's and PostgreSQL's first touch) (at most 3)")
 	fs.StringVar(&o.stream, "stream", "api", "watchers, storm: refundd's stream, api (/api/runs/{id}/stream) or html (/runs/{id}/events)")
 	fs.StringVar(&o.from, "from", "end", "watchers, storm: where refundd's streams start, end (after= the run's last seq, as a page that just loaded; the bare server's start too) or start (the run's whole log replayed)")
 	fs.StringVar(&o.profile, "profile", "", "watchers: a folder to write refundd's CPU profiles of each round's opening and appends into (open-N.pprof, append-N.pprof)")
@@ -201,6 +203,7 @@ func (o *options) validate() error {
 		{"-duration (seconds)", o.duration.Seconds(), 1, 600},
 		{"-idle (seconds)", o.idle.Seconds(), 1, 120},
 		{"-rounds", float64(o.rounds), 1, 9},
+		{"-warm", float64(o.warm), 0, 3},
 		{"-approvals", float64(o.approvals), 1, 200},
 		{"-settle (seconds)", o.settle.Seconds(), 0, 30},
 		{"-children", float64(o.children), 2, 100},

@@ -75,6 +75,24 @@ func machineCPU() (busy, all float64) {
 	return busy / clockTicks, all / clockTicks
 }
 
+// waitQuiet waits, at most 10 s, until the machine has been quiet (under
+// 15% of its CPU busy) for 250 ms: the server a round stopped, its
+// connections and their PostgreSQL backends take a moment to go, and that
+// moment is not the next server's to pay.
+func waitQuiet(ctx context.Context) {
+	busy0, all0 := machineCPU()
+	for range 40 {
+		if !sleep(ctx, 250*time.Millisecond) {
+			return
+		}
+		busy, all := machineCPU()
+		if all > all0 && (busy-busy0)/(all-all0) < 0.15 {
+			return
+		}
+		busy0, all0 = busy, all
+	}
+}
+
 // postmasterOf is the PID of db's PostgreSQL postmaster, whose CPU is read
 // from /proc (familyCPU); 0 if it does not run on this machine.
 func postmasterOf(ctx context.Context, db *sql.DB) int {

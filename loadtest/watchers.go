@@ -439,6 +439,7 @@ type watchersSummary struct {
 	Stream   string  `json:"stream"`
 	From     string  `json:"from"`
 	Appender string  `json:"appender"`
+	Warm     int     `json:"warm_up_rounds"` // rounds before the measured ones, not counted
 	// Bare names the reference: the load test's own bare server, or the
 	// outside reference's hub server (-reference).
 	BareIs  string               `json:"bare_is"`
@@ -454,17 +455,18 @@ func (s *watchersSummary) String() string {
 	if s.Incomplete != "" {
 		note = "\nINCOMPLETE: " + s.Incomplete + "\n"
 	}
-	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g %s appends/s for %s, %d rounds, load %s → %s, %.0f s; bare: %s\n%s\n%s",
-		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Appender, s.Duration, len(s.Refundd), s.LoadAvg[0], s.LoadAvg[1], s.Seconds, s.BareIs, note, table(s.Figures))
+	return fmt.Sprintf("\n%d watchers on %d runs (%s stream from the %s), %g %s appends/s for %s, %d rounds after %d warm-up, load %s → %s, %.0f s; bare: %s\n%s\n%s",
+		s.Watchers, s.Runs, s.Stream, s.From, s.Rate, s.Appender, s.Duration, len(s.Refundd), s.Warm, s.LoadAvg[0], s.LoadAvg[1], s.Seconds, s.BareIs, note, table(s.Figures))
 }
 
 // runWatchers measures refundd and the bare reference in interleaved
 // rounds: refundd first in odd rounds, the bare server first in even ones,
-// each on a fresh process when the load test started it.
+// each on a fresh process when the load test started it, on a quiet
+// machine. The warm-up rounds before them are not counted.
 func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 	o := e.o
 	sum := &watchersSummary{meta: newMeta(o), Watchers: o.watchers, Runs: o.runs, Rate: o.rate,
-		Duration: o.duration.String(), Stream: o.stream, From: o.from, Appender: o.appender, BareIs: "the load test's bare server"}
+		Duration: o.duration.String(), Stream: o.stream, From: o.from, Appender: o.appender, Warm: o.warm, BareIs: "the load test's bare server"}
 	if o.reference != "" {
 		sum.BareIs = "the hub server of " + o.reference
 	}
@@ -478,15 +480,20 @@ func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 		db.Close()
 	}
 	var kBase int64
-	for round := range o.rounds {
+	for i := range o.warm + o.rounds {
+		round, label := i-o.warm, fmt.Sprintf("round %d", i-o.warm+1)
+		if round < 0 {
+			label = "warm-up"
+		}
 		order := []string{"refundd", "bare"}
-		if round%2 == 1 {
+		if i%2 == 1 {
 			order = []string{"bare", "refundd"}
 		}
 		for _, name := range order {
 			if name == "bare" && !o.bare {
 				continue
 			}
+			waitQuiet(ctx)
 			t, err := e.target(ctx, name)
 			if err != nil {
 				return nil, err
@@ -495,19 +502,21 @@ func runWatchers(ctx context.Context, e *env) (*watchersSummary, error) {
 			res, err := w.measure(ctx)
 			t.stop()
 			if err != nil {
-				return sum.partial(o, fmt.Errorf("round %d, %s: %w", round+1, name, err))
+				return sum.partial(o, fmt.Errorf("%s, %s: %w", label, name, err))
 			}
 			kBase += int64(len(w.sent))
-			fmt.Fprintf(e.progress, "loadtest: round %d %-7s open %.2fs, %.0f KB and %.2f goroutines per stream, idle CPU %.1f%%",
-				round+1, name, res["open_s"], res["rss_kb_per_stream"], res["goroutines_per_stream"], res["idle_cpu_pct"])
+			fmt.Fprintf(e.progress, "loadtest: %s %-7s open %.2fs, %.0f KB and %.2f goroutines per stream, idle CPU %.1f%%",
+				label, name, res["open_s"], res["rss_kb_per_stream"], res["goroutines_per_stream"], res["idle_cpu_pct"])
 			if o.rate > 0 {
 				fmt.Fprintf(e.progress, "; p99 %.1f ms, last-of-run p50 %.1f ms, %.0f appends/s, %.1f%% delivered",
 					res["append_p99_ms"], res["last_p50_ms"], res["appends_per_s"], res["delivered_pct"])
 			}
 			fmt.Fprintln(e.progress)
-			if name == "bare" {
+			switch {
+			case round < 0:
+			case name == "bare":
 				sum.Bare = append(sum.Bare, res)
-			} else {
+			default:
 				sum.Refundd = append(sum.Refundd, res)
 			}
 		}
