@@ -95,32 +95,51 @@ func (h *Handler) loadStreamUser(api bool) echo.MiddlewareFunc {
 // user and its run. Its frame is gone before the stream's handler runs
 // (see logRequest).
 func (h *Handler) openStreamUser(c echo.Context, api bool) (found bool, err error) {
-	runID, err := uuid.Parse(c.Param("id"))
-	if err != nil {
+	var cred store.StreamCredential
+	if !h.streamCredentialOf(c, api, &cred) {
 		return false, nil
 	}
-	cred := store.StreamCredential{RunID: runID}
-	if token, sent := bearerToken(c); api && sent {
-		if !strings.HasPrefix(token, store.TokenPrefix) {
-			return false, nil
-		}
-		cred.Token = token
-	} else if cred.SessionID = h.sessionID(c); cred.SessionID == "" {
-		return false, nil
-	}
-	u, run, hasApproval, err := h.store.StreamOpen(c.Request().Context(), cred)
+	u, run, hasApproval, err := h.store.StreamOpen(c.Request().Context(), &cred)
 	if errors.Is(err, store.ErrNotFound) {
 		return false, nil
 	}
 	if err != nil {
 		return false, err
 	}
-	setUser(c, u)
-	if cred.Token != "" {
-		c.Set(ctxToken, cred.Token)
-	}
-	c.Set(ctxRunForAccess, runForAccess{run, hasApproval})
+	keepStreamUser(c, u, cred.Token, runForAccess{run, hasApproval})
 	return true, nil
+}
+
+// keepStreamUser gives the request what openStreamUser read. A function of
+// its own, as streamCredentialOf.
+//
+//go:noinline
+func keepStreamUser(c echo.Context, u *store.User, token string, run runForAccess) {
+	setUser(c, u)
+	if token != "" {
+		c.Set(ctxToken, token)
+	}
+	c.Set(ctxRunForAccess, run)
+}
+
+// streamCredentialOf fills cred with the credential a stream's open came
+// with, and its run; false when it has none that could work. A function
+// of its own, so that its frame is gone while the open waits for its
+// statement.
+//
+//go:noinline
+func (h *Handler) streamCredentialOf(c echo.Context, api bool, cred *store.StreamCredential) bool {
+	runID, err := uuid.Parse(c.Param("id"))
+	if err != nil {
+		return false
+	}
+	cred.RunID = runID
+	if token, sent := bearerToken(c); api && sent {
+		cred.Token = token
+		return strings.HasPrefix(token, store.TokenPrefix)
+	}
+	cred.SessionID = h.sessionID(c)
+	return cred.SessionID != ""
 }
 
 // ctxRunForAccess is the echo context key of the run loadStreamUser read

@@ -359,7 +359,7 @@ func BenchmarkStreamOpen(b *testing.B) {
 	var one, two time.Duration
 	for b.Loop() {
 		began := time.Now()
-		if _, _, _, err := e.s.StreamOpen(ctx, store.StreamCredential{SessionID: sid, RunID: run}); err != nil {
+		if _, _, _, err := e.s.StreamOpen(ctx, &store.StreamCredential{SessionID: sid, RunID: run}); err != nil {
 			b.Fatal(err)
 		}
 		one += time.Since(began)

@@ -29,8 +29,8 @@ func (s *Store) StreamOpenReads() int64 { return s.openReads.Load() }
 // i is creds[i]'s.
 func (s *Store) StreamOpenBatch(creds []StreamCredential) (users []*User, runs []*Run, errs []error) {
 	batch := make([]*openRequest, len(creds))
-	for i, c := range creds {
-		batch[i] = newOpenRequest(c)
+	for i := range creds {
+		batch[i] = newOpenRequest(&creds[i])
 	}
 	for _, a := range s.readOpenBatch(batch) {
 		users, runs, errs = append(users, a.user), append(runs, a.run), append(errs, a.err)

@@ -140,11 +140,23 @@ var (
 // user is disabled or the run does not exist; UserBySession, UserByToken
 // and RunForAccess then say which. The lookup shares its statement with
 // those of other streams opening at the same moment (stream_open.go).
-func (s *Store) StreamOpen(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
+// c is a pointer and the wait is here, not in a helper: an open waits on
+// the stack of its connection's goroutine, under the whole middleware
+// chain, and a few frames more grew that stack to 8 KB at every open.
+func (s *Store) StreamOpen(ctx context.Context, c *StreamCredential) (*User, *Run, bool, error) {
 	if c.Token == "" && c.SessionID == "" {
 		return nil, nil, false, ErrNotFound
 	}
-	return s.openBatched(ctx, c)
+	b := s.opens
+	req := newOpenRequest(c)
+	if err := b.put(ctx, req); err != nil {
+		return nil, nil, false, err
+	}
+	a, err := await(ctx, b, req.done)
+	if err != nil {
+		return nil, nil, false, err
+	}
+	return a.user, a.run, a.hasApproval, a.err
 }
 
 // streamOpenRow is a row of the streamOpen…SQL statements.

@@ -71,11 +71,11 @@ func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 	s, customer, support, run := c.s, c.customer, c.support, c.run
 	live, ended, token, revoked := c.live, c.ended, c.token, c.revoked
 
-	u, r, asked, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID})
+	u, r, asked, err := s.StreamOpen(ctx, &store.StreamCredential{SessionID: live, RunID: run.ID})
 	if err != nil || u.ID != customer.ID || !u.Has(store.GrantRefundAccess) || r.ID != run.ID || r.OwnerID != customer.ID || r.LastSeq != run.LastSeq || asked {
 		t.Errorf("live session: %+v, %+v, %v, %v; want the customer with refund_access and their run, no approval", u, r, asked, err)
 	}
-	u, r, _, err = s.StreamOpen(ctx, store.StreamCredential{Token: token, RunID: run.ID})
+	u, r, _, err = s.StreamOpen(ctx, &store.StreamCredential{Token: token, RunID: run.ID})
 	if err != nil || u.ID != support.ID || u.Role != store.RoleSupport || r.ID != run.ID {
 		t.Errorf("live token: %+v, %+v, %v; want support and the run", u, r, err)
 	}
@@ -88,14 +88,14 @@ func TestStreamOpen_UserAndRunInOneRead(t *testing.T) {
 		"missing run":   {SessionID: live, RunID: uuid.New()},
 		"no credential": {RunID: run.ID},
 	} {
-		if u, r, _, err := s.StreamOpen(ctx, c); !errors.Is(err, store.ErrNotFound) {
+		if u, r, _, err := s.StreamOpen(ctx, &c); !errors.Is(err, store.ErrNotFound) {
 			t.Errorf("%s: %+v, %+v, %v; want ErrNotFound", what, u, r, err)
 		}
 	}
 	if err := s.SetDisabled(ctx, customer.ID, true); err != nil {
 		t.Fatal(err)
 	}
-	if u, _, _, err := s.StreamOpen(ctx, store.StreamCredential{SessionID: live, RunID: run.ID}); !errors.Is(err, store.ErrNotFound) {
+	if u, _, _, err := s.StreamOpen(ctx, &store.StreamCredential{SessionID: live, RunID: run.ID}); !errors.Is(err, store.ErrNotFound) {
 		t.Errorf("disabled user: %+v, %v; want ErrNotFound", u, err)
 	}
 }
@@ -159,7 +159,7 @@ func TestStreamOpen_ManyAtOnce(t *testing.T) {
 	for i := range callers {
 		wg.Go(func() {
 			<-start
-			u, r, _, err := s.StreamOpen(ctx, creds[i%len(creds)])
+			u, r, _, err := s.StreamOpen(ctx, &creds[i%len(creds)])
 			check("caller", i, u, r, err)
 		})
 	}
@@ -262,7 +262,7 @@ func TestStreamOpen_ReadsRunAndUserWhole(t *testing.T) {
 		}
 	}
 	cred := store.StreamCredential{SessionID: c.live, RunID: c.run.ID}
-	u, r, _, err := s.StreamOpen(ctx, cred)
+	u, r, _, err := s.StreamOpen(ctx, &cred)
 	check("alone", u, r, err)
 	users, runs, errs := s.StreamOpenBatch([]store.StreamCredential{cred, cred})
 	check("batched", users[1], runs[1], errs[1])

@@ -40,10 +40,11 @@ const (
 )
 
 type openRequest struct {
-	key   []byte   // the session ID's or the token's hash
-	kind  credKind // which of the two key is
-	runID uuid.UUID
-	done  chan openAnswer // buffered: a reader never waits on a caller gone
+	secret string   // the session ID or the token
+	key    []byte   // its hash, taken by the reader (hashKeys)
+	kind   credKind // which of the two secret is
+	runID  uuid.UUID
+	done   chan openAnswer // buffered: a reader never waits on a caller gone
 }
 
 type openAnswer struct {
@@ -51,22 +52,6 @@ type openAnswer struct {
 	run         *Run
 	hasApproval bool
 	err         error
-}
-
-// openBatched is StreamOpen batched with the other streams opening at the
-// same moment.
-func (s *Store) openBatched(ctx context.Context, c StreamCredential) (*User, *Run, bool, error) {
-	b := s.opens
-	req := newOpenRequest(c)
-	req.done = make(chan openAnswer, 1)
-	if err := b.put(ctx, req); err != nil {
-		return nil, nil, false, err
-	}
-	a, err := await(ctx, b, req.done)
-	if err != nil {
-		return nil, nil, false, err
-	}
-	return a.user, a.run, a.hasApproval, a.err
 }
 
 // answerOpens reads a batch in one statement per credential kind and
@@ -77,12 +62,29 @@ func (s *Store) answerOpens(batch []*openRequest) {
 	}
 }
 
-// newOpenRequest is c as the readers look it up: by its hash.
-func newOpenRequest(c StreamCredential) *openRequest {
+// newOpenRequest is c as the readers look it up, with the channel its
+// answer comes on.
+func newOpenRequest(c *StreamCredential) *openRequest {
+	r := &openRequest{secret: c.SessionID, kind: bySession, runID: c.RunID, done: make(chan openAnswer, 1)}
 	if c.Token != "" {
-		return &openRequest{key: hashToken(c.Token), kind: byToken, runID: c.RunID}
+		r.secret, r.kind = c.Token, byToken
 	}
-	return &openRequest{key: hashSessionID(c.SessionID), kind: bySession, runID: c.RunID}
+	return r
+}
+
+// hashKeys hashes each request's credential, which is how the tables know
+// it. The reader does it, not the request's goroutine: SHA-256's frames
+// were the deepest of an open, and they grew every open's stack to 8 KB,
+// a copy of the 3 KB it held.
+func hashKeys(batch []*openRequest) {
+	for _, r := range batch {
+		if r.kind == byToken {
+			r.key = hashToken(r.secret)
+		} else {
+			r.key = hashSessionID(r.secret)
+		}
+		r.secret = ""
+	}
 }
 
 // streamOpenBatchSQL is streamOpenSQL for many credentials of one kind and
@@ -108,6 +110,7 @@ var streamOpenOneSQL = [credKinds]string{bySession: streamOpenBySessionSQL, byTo
 // Each kind of credential takes a statement; a kind with one request takes
 // the single statement, which costs less.
 func (s *Store) readOpenBatch(batch []*openRequest) []openAnswer {
+	hashKeys(batch)
 	ctx, cancel := context.WithTimeout(context.Background(), openBatchTimeout)
 	defer cancel()
 	answers := make([]openAnswer, len(batch))

@@ -146,7 +146,7 @@ func TestWarm_OpensEachPoolsConnectionsBeforeTheFirstRequest(t *testing.T) {
 	if warmed < 4+2 || warmed > 5+2 {
 		t.Fatalf("%d processes of the store's after warming 4 of 5 and 2 of 2 (%d before), want 6 or 7", warmed, before)
 	}
-	if _, _, _, err := st.StreamOpen(ctx, store.StreamCredential{SessionID: sid, RunID: run.ID}); err != nil {
+	if _, _, _, err := st.StreamOpen(ctx, &store.StreamCredential{SessionID: sid, RunID: run.ID}); err != nil {
 		t.Fatal(err)
 	}
 	if n := backends(); n != warmed {
