@@ -106,7 +106,7 @@ func (h *Handler) openStreamUser(c echo.Context, api bool) (found bool, err erro
 	if err != nil {
 		return false, err
 	}
-	keepStreamUser(c, u, cred.Token, runForAccess{run, hasApproval})
+	keepStreamUser(c, u, cred.Token, runForAccess{run, hasApproval, cred.SessionID})
 	return true, nil
 }
 
@@ -149,6 +149,7 @@ const ctxRunForAccess = "run_for_access"
 type runForAccess struct {
 	run         *store.Run
 	hasApproval bool
+	sessionID   string // the session they were read with, for streamCredential
 }
 
 // ctxToken is the echo context key of the bearer token a request came

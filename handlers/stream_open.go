@@ -119,6 +119,24 @@ func plainQuery(q string) bool {
 	return true
 }
 
+// queryValue is c.QueryParam(name) without parsing the whole query into
+// a map when the query is plain (every stream open that streamOpener
+// passed): each value then reads as it is written.
+func queryValue(c echo.Context, name string) string {
+	raw := c.Request().URL.RawQuery
+	if !plainQuery(raw) {
+		return c.QueryParam(name)
+	}
+	for raw != "" {
+		var pair string
+		pair, raw, _ = strings.Cut(raw, "&")
+		if k, v, _ := strings.Cut(pair, "="); k == name {
+			return v
+		}
+	}
+	return ""
+}
+
 // plainHeader: a header's value is printable ASCII, which checkText passes.
 func plainHeader(v string) bool {
 	for i := 0; i < len(v); i++ {

@@ -140,6 +140,9 @@ func (h *Handler) streamCredential(c echo.Context, runID uuid.UUID) store.Stream
 	if token, ok := c.Get(ctxToken).(string); ok {
 		return store.StreamCredential{Token: token, RunID: runID}
 	}
+	if pre, ok := c.Get(ctxRunForAccess).(runForAccess); ok && pre.sessionID != "" {
+		return store.StreamCredential{SessionID: pre.sessionID, RunID: runID}
+	}
 	return store.StreamCredential{SessionID: h.sessionID(c), RunID: runID}
 }
 
@@ -150,7 +153,7 @@ func cursorParam(c echo.Context) string {
 	if id := strings.TrimSpace(c.Request().Header.Get("Last-Event-ID")); id != "" {
 		return id
 	}
-	return c.QueryParam("after")
+	return queryValue(c, "after")
 }
 
 // runView is what one viewer of a run's stream has been shown, and says
