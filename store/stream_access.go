@@ -113,10 +113,16 @@ func prefixed(alias, columns string) string {
 // streamOpenColumns are what opening a stream reads, from users u and
 // runs r: the user with their grants, the run, and whether it asked for
 // an approval.
-var streamOpenColumns = prefixed("u", userColumns) + `,
-    ` + grantsOf("u") + ` AS grants,
+var streamOpenColumns = streamOpenColumnsWith(grantsOf("u"))
+
+// streamOpenColumnsWith is streamOpenColumns with the user's grants read
+// by grants.
+func streamOpenColumnsWith(grants string) string {
+	return prefixed("u", userColumns) + `,
+    ` + grants + ` AS grants,
     ` + prefixed("r", runColumns) + `,
     ` + familyAskedApprovalSQL("r") + ` AS has_approval`
+}
 
 // streamOpenSQL reads a stream's user (who is the user the credential
 // names) and its run, in one statement. It finds nothing unless both exist

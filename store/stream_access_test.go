@@ -121,6 +121,11 @@ func TestStreamOpen_ManyAtOnce(t *testing.T) {
 		{Token: c.token, RunID: uuid.New()},
 	}
 	want := []*store.User{c.customer, c.support, nil, nil, nil, nil, nil}
+	if len(c.customer.Grants) == 0 || len(c.support.Grants) != 0 {
+		// A batch reads each user's grants once (streamOpenBatch): both
+		// a user with grants and one without must be in it.
+		t.Fatalf("customer's grants %v, support's %v: want some, and none", c.customer.Grants, c.support.Grants)
+	}
 	check := func(what string, i int, u *store.User, r *store.Run, err error) {
 		t.Helper()
 		if w := want[i%len(creds)]; w != nil {
