@@ -3,6 +3,7 @@ package store
 import (
 	"context"
 	"sync"
+	"time"
 )
 
 // batcher is the group-commit queue under the narration writer, the
@@ -14,6 +15,11 @@ type batcher[T any] struct {
 	workers int       // goroutines taking batches
 	max     int       // items in one batch, at most
 	do      func([]T) // the work on one batch
+	// pace, if set, spaces a storm's batches: after a batch of several
+	// items the next begins no sooner than pace after it began (or once
+	// max wait), and so takes what came meanwhile. An item after a lone
+	// one goes at once.
+	pace time.Duration
 
 	start sync.Once
 	queue chan T
@@ -41,11 +47,33 @@ func (b *batcher[T]) begin() {
 					if !ok {
 						return
 					}
+					began := time.Now()
 					b.do(batch)
+					if len(batch) > 1 && !b.rest(began) {
+						return
+					}
 				}
 			})
 		}
 	})
+}
+
+// rest waits, after a batch that began at began, until pace has passed
+// since then or max items wait; false once quit is closed.
+func (b *batcher[T]) rest(began time.Time) bool {
+	if b.pace <= 0 {
+		return true
+	}
+	tick := time.NewTicker(b.pace / 4)
+	defer tick.Stop()
+	for time.Since(began) < b.pace && len(b.queue) < b.max {
+		select {
+		case <-tick.C:
+		case <-b.quit:
+			return false
+		}
+	}
+	return true
 }
 
 // put queues x, starting the workers if need be: errStoreClosed after

@@ -195,6 +195,7 @@ func Open(ctx context.Context, url string, opts ...Option) (*Store, error) {
 	s.narration = newBatcher(maxNarrationBatch, 1, maxNarrationBatch, s.writeNarration)
 	s.notifier = newBatcher(4*maxNotices, 1, maxNotices, s.sendNotices)
 	s.opens = newBatcher(maxOpenBatch, openReaders, maxOpenBatch, s.answerOpens)
+	s.opens.pace = openBatchPace
 	return s, nil
 }
 
