@@ -12,8 +12,9 @@ import (
 // Streams open by the thousand at once (a restart's reconnecting browsers,
 // a load balancer moving clients): the lookups of streams opening together
 // are read in one statement per credential kind (streamOpenBatchSQL), by a
-// reader that takes what waits, so a lone stream's lookup goes at once and
-// a storm's go many to a statement.
+// reader that takes what waits and hashes the credentials, so a lone
+// stream's lookup goes at once and a storm's go many to a statement,
+// spaced openBatchPace apart.
 
 const (
 	// maxOpenBatch bounds one statement's lookups.
